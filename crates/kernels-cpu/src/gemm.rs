@@ -1,0 +1,2 @@
+//! TODO
+pub enum Transpose { No, Yes }
