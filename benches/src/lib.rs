@@ -1,1 +1,9 @@
-//! TODO
+//! Shared code of sheaf's benchmarks: timing, the same-run sgemm peak, and
+//! the JSON-lines result format of `shared/BENCHMARKS.md`.
+//!
+//! Machines here are shared and differ by up to 1.5x, so every figure is
+//! reported as a ratio against something measured in the same run.
+
+pub mod measure;
+pub mod peak;
+pub mod report;

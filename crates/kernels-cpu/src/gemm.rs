@@ -1,2 +1,5 @@
 //! TODO
-pub enum Transpose { No, Yes }
+pub enum Transpose {
+    No,
+    Yes,
+}

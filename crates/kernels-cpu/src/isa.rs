@@ -62,7 +62,10 @@ impl Isa {
                 .rev()
                 .find(|i| i.is_supported())
                 .unwrap_or(Isa::Scalar);
-            match std::env::var("SHEAF_ISA").ok().and_then(|s| Isa::from_name(&s)) {
+            match std::env::var("SHEAF_ISA")
+                .ok()
+                .and_then(|s| Isa::from_name(&s))
+            {
                 Some(forced) if forced.is_supported() => forced,
                 _ => detected,
             }
@@ -129,7 +132,10 @@ mod tests {
             for name in list.split(',').filter(|s| !s.is_empty()) {
                 let isa = Isa::from_name(name)
                     .unwrap_or_else(|| panic!("SHEAF_REQUIRE_ISA names unknown ISA {name:?}"));
-                assert!(isa.is_supported(), "SHEAF_REQUIRE_ISA requires {name}, which this CPU lacks");
+                assert!(
+                    isa.is_supported(),
+                    "SHEAF_REQUIRE_ISA requires {name}, which this CPU lacks"
+                );
             }
         }
     }
