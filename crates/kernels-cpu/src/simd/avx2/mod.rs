@@ -5,4 +5,5 @@ pub(crate) mod cells;
 pub(crate) mod elementwise;
 pub(crate) mod gemm;
 pub(crate) mod math;
+pub(crate) mod optim;
 pub(crate) mod softmax;

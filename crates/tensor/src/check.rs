@@ -1,0 +1,283 @@
+//! Device-neutral shape checks for the [`crate::Backend`] methods.
+//!
+//! Each function takes the shapes of one method's arguments, returns the
+//! sizes its kernel needs, or the error naming the op, the argument and the
+//! shapes. They look at shapes only (dtypes and devices are checked when a
+//! backend fetches the data), so every backend shares them.
+
+use crate::error::{Result, TensorError};
+use crate::{Shape, Transpose};
+
+/// The checks of one op: carries the op name into every error.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Check(pub(crate) &'static str);
+
+impl Check {
+    /// Two arguments must have equal shapes (`ShapeMismatch`).
+    pub(crate) fn same(self, lhs: Shape, rhs: Shape) -> Result<()> {
+        if lhs == rhs {
+            Ok(())
+        } else {
+            Err(self.mismatch(lhs, rhs))
+        }
+    }
+
+    pub(crate) fn mismatch(self, lhs: Shape, rhs: Shape) -> TensorError {
+        TensorError::ShapeMismatch {
+            op: self.0,
+            lhs,
+            rhs,
+        }
+    }
+
+    /// Argument `arg` must have shape `expected` (`ArgShape`).
+    pub(crate) fn expect(self, arg: &'static str, expected: Shape, got: Shape) -> Result<()> {
+        if expected == got {
+            Ok(())
+        } else {
+            Err(TensorError::ArgShape {
+                op: self.0,
+                arg,
+                expected,
+                got,
+            })
+        }
+    }
+
+    /// Argument `arg` must have rank at least `min` (1 or 2).
+    pub(crate) fn min_rank(self, arg: &'static str, shape: Shape, min: usize) -> Result<()> {
+        if shape.rank() >= min {
+            return Ok(());
+        }
+        let expected = if min <= 1 { "at least 1" } else { "at least 2" };
+        Err(self.rank_error(arg, shape, expected))
+    }
+
+    /// Argument `arg` must have rank exactly `rank` (1 or 2).
+    pub(crate) fn rank(self, arg: &'static str, shape: Shape, rank: usize) -> Result<()> {
+        if shape.rank() == rank {
+            return Ok(());
+        }
+        let expected = if rank == 1 { "1" } else { "2" };
+        Err(self.rank_error(arg, shape, expected))
+    }
+
+    fn rank_error(self, arg: &'static str, shape: Shape, expected: &'static str) -> TensorError {
+        TensorError::RankMismatch {
+            op: self.0,
+            arg,
+            expected,
+            shape,
+        }
+    }
+
+    /// `shape` (rank >= 1) as a matrix: (product of the leading dimensions,
+    /// last dimension).
+    pub(crate) fn matrix(self, arg: &'static str, shape: Shape) -> Result<(usize, usize)> {
+        self.min_rank(arg, shape, 1)?;
+        let cols = shape.last_dim().unwrap_or(1);
+        let rows = shape
+            .without_last()
+            .numel()
+            .map_err(|_| TensorError::SizeOverflow { shape })?;
+        Ok((rows, cols))
+    }
+
+    /// A row-indexed table (rank >= 1) and an index vector (rank 1): returns
+    /// the number of indices.
+    pub(crate) fn index(self, arg: &'static str, idx: Shape) -> Result<usize> {
+        self.rank(arg, idx, 1)?;
+        Ok(idx.rows())
+    }
+}
+
+/// Sizes of one `sgemm` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MatmulDims {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+/// [`crate::Backend::matmul`]'s checks.
+pub(crate) fn matmul(
+    a: Shape,
+    ta: Transpose,
+    b: Shape,
+    tb: Transpose,
+    out: Shape,
+) -> Result<MatmulDims> {
+    let ck = Check("matmul");
+    ck.min_rank("a", a, 2)?;
+    ck.min_rank("b", b, 2)?;
+    ck.min_rank("out", out, 2)?;
+    let (ar, ac) = ck.matrix("a", a)?;
+    let (br, bc) = ck.matrix("b", b)?;
+    let (m, k) = match ta {
+        Transpose::No => (ar, ac),
+        Transpose::Yes => (ac, ar),
+    };
+    let (kb, n) = match tb {
+        Transpose::No => (br, bc),
+        Transpose::Yes => (bc, br),
+    };
+    if k != kb {
+        return Err(ck.mismatch(a, b));
+    }
+    if ck.matrix("out", out)? != (m, n) {
+        return Err(TensorError::ArgShape {
+            op: "matmul",
+            arg: "out",
+            expected: Shape::from([m, n]),
+            got: out,
+        });
+    }
+    Ok(MatmulDims {
+        m,
+        n,
+        k,
+        lda: ac,
+        ldb: bc,
+        ldc: n,
+    })
+}
+
+/// Rows-family checks: `src` rows gathered by `idx` into `dst`. Returns the
+/// row length.
+pub(crate) fn gather_rows(src: Shape, idx: Shape, dst: Shape) -> Result<usize> {
+    let ck = Check("gather_rows");
+    ck.min_rank("src", src, 1)?;
+    let n = ck.index("idx", idx)?;
+    ck.expect("dst", src.with_rows(n), dst)?;
+    Ok(src.row_len_unchecked())
+}
+
+/// `src` rows scatter-added into `dst` at `idx`. Returns the row length.
+pub(crate) fn scatter_add_rows(src: Shape, idx: Shape, dst: Shape) -> Result<usize> {
+    let ck = Check("scatter_add_rows");
+    ck.min_rank("src", src, 1)?;
+    ck.min_rank("dst", dst, 1)?;
+    let n = ck.index("idx", idx)?;
+    if n != src.rows() {
+        return Err(TensorError::ArgShape {
+            op: "scatter_add_rows",
+            arg: "idx",
+            expected: Shape::from([src.rows()]),
+            got: idx,
+        });
+    }
+    ck.same(src.row_shape(), dst.row_shape())
+        .map_err(|_| ck.mismatch(src, dst))?;
+    Ok(src.row_len_unchecked())
+}
+
+/// `n` rows from `src_row` of `src` to `dst_row` of `dst`. Returns the row
+/// length.
+pub(crate) fn copy_rows(
+    src: Shape,
+    src_row: usize,
+    dst: Shape,
+    dst_row: usize,
+    n: usize,
+) -> Result<usize> {
+    let ck = Check("copy_rows");
+    ck.min_rank("src", src, 1)?;
+    ck.min_rank("dst", dst, 1)?;
+    ck.same(src.row_shape(), dst.row_shape())
+        .map_err(|_| ck.mismatch(src, dst))?;
+    row_span("src", src, src_row, n)?;
+    row_span("dst", dst, dst_row, n)?;
+    Ok(src.row_len_unchecked())
+}
+
+fn row_span(arg: &'static str, shape: Shape, start: usize, n: usize) -> Result<()> {
+    let end = start.saturating_add(n);
+    if end <= shape.rows() && start.checked_add(n).is_some() {
+        Ok(())
+    } else {
+        Err(TensorError::OutOfRange {
+            op: "copy_rows",
+            arg,
+            start,
+            end,
+            rows: shape.rows(),
+        })
+    }
+}
+
+/// `row` broadcast to every row of `dst`.
+pub(crate) fn broadcast_row(row: Shape, dst: Shape) -> Result<()> {
+    let ck = Check("broadcast_row");
+    ck.min_rank("dst", dst, 1)?;
+    ck.expect("row", dst.row_shape(), row)
+}
+
+/// Sparse optimizer step: `param` `[table_rows, ...]`, `rows` `[n]`, `grad`
+/// `[n, ...]`. Returns the row length.
+pub(crate) fn step_rows(op: &'static str, param: Shape, rows: Shape, grad: Shape) -> Result<usize> {
+    let ck = Check(op);
+    ck.min_rank("param", param, 1)?;
+    let n = ck.index("rows", rows)?;
+    ck.expect("grad", param.with_rows(n), grad)?;
+    Ok(param.row_len_unchecked())
+}
+
+/// Cell widths: `b` rows and hidden size `h` read from `base` (rank 2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cell {
+    ck: Check,
+    pub b: usize,
+    pub h: usize,
+    base: Shape,
+}
+
+impl Cell {
+    /// Reads `b` and `h` from `base`, the `[b, H]` argument named `arg`.
+    pub(crate) fn new(op: &'static str, arg: &'static str, base: Shape) -> Result<Cell> {
+        let ck = Check(op);
+        ck.rank(arg, base, 2)?;
+        Ok(Cell {
+            ck,
+            b: base.rows(),
+            h: base.row_len_unchecked(),
+            base,
+        })
+    }
+
+    /// `[b, k H]`, or `None` if `k H` overflows (then no tensor can match).
+    fn wide(&self, k: usize) -> Option<Shape> {
+        Some(Shape::from([self.b, self.h.checked_mul(k)?]))
+    }
+
+    /// An input holding `k` gate blocks: `[b, k H]` (`ShapeMismatch` with
+    /// the base argument otherwise).
+    pub(crate) fn gates_in(&self, k: usize, gates: Shape) -> Result<()> {
+        match self.wide(k) {
+            Some(expected) if expected == gates => Ok(()),
+            _ => Err(self.ck.mismatch(gates, self.base)),
+        }
+    }
+
+    /// Another argument of `k` gate blocks, which must be `[b, k H]`.
+    pub(crate) fn gates(&self, arg: &'static str, k: usize, got: Shape) -> Result<()> {
+        match self.wide(k) {
+            Some(expected) => self.ck.expect(arg, expected, got),
+            None => Err(self.ck.mismatch(got, self.base)),
+        }
+    }
+
+    /// Another `[b, H]` argument.
+    pub(crate) fn state(&self, arg: &'static str, got: Shape) -> Result<()> {
+        self.ck.expect(arg, self.base, got)
+    }
+
+    /// Whether the cell has no elements: every buffer is empty, so there is
+    /// nothing to compute (and the kernel, which derives `b` as a length
+    /// divided by `H`, is not asked to divide by zero).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.b == 0 || self.h == 0
+    }
+}

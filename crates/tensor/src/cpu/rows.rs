@@ -1,0 +1,68 @@
+//! RowOps for the CPU backend.
+
+use super::{check_indices, f32_in, f32_out, u32_in, CpuBackend};
+use crate::backend::RowOps;
+use crate::check;
+use crate::error::{Result, TensorError};
+use crate::{Tensor, TensorMut};
+
+impl RowOps for CpuBackend {
+    fn gather_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "gather_rows";
+        let cols = check::gather_rows(src.shape(), idx.shape(), dst.shape())?;
+        let table_rows = src.num_rows();
+        let (src, idx) = (f32_in(OP, "src", src)?, u32_in(OP, "idx", idx)?);
+        let dst = f32_out(OP, "dst", dst)?;
+        if cols == 0 {
+            return check_indices(OP, idx, table_rows);
+        }
+        self.kernels
+            .gather_rows(src, cols, idx, dst)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn scatter_add_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "scatter_add_rows";
+        let cols = check::scatter_add_rows(src.shape(), idx.shape(), dst.shape())?;
+        let table_rows = dst.num_rows();
+        let (src, idx) = (f32_in(OP, "src", src)?, u32_in(OP, "idx", idx)?);
+        let dst = f32_out(OP, "dst", dst)?;
+        if cols == 0 {
+            return check_indices(OP, idx, table_rows);
+        }
+        self.kernels
+            .scatter_add_rows(src, cols, idx, dst)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn copy_rows(
+        &self,
+        src: &Tensor,
+        src_row: usize,
+        dst: TensorMut<'_>,
+        dst_row: usize,
+        n: usize,
+    ) -> Result<()> {
+        const OP: &str = "copy_rows";
+        let cols = check::copy_rows(src.shape(), src_row, dst.shape(), dst_row, n)?;
+        let (src, dst) = (f32_in(OP, "src", src)?, f32_out(OP, "dst", dst)?);
+        if cols == 0 || n == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .copy_rows(src, src_row, dst, dst_row, n, cols)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn broadcast_row(&self, row: &Tensor, dst: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "broadcast_row";
+        check::broadcast_row(row.shape(), dst.shape())?;
+        let (row, dst) = (f32_in(OP, "row", row)?, f32_out(OP, "dst", dst)?);
+        if row.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .broadcast_row(row, dst)
+            .map_err(TensorError::kernel(OP))
+    }
+}
