@@ -360,11 +360,17 @@ where
     let b = len0 / width;
     let lens = ins.iter().map(|a| (a.0, a.1.len(), a.2));
     for (arg, got, k) in lens.chain(outs.iter().map(|a| (a.0, a.1.len(), a.2))) {
-        // b * hidden is an existing slice's length; only the factor k can overflow.
-        let Some(expected) = (b * hidden).checked_mul(k) else {
+        // Every row width k H must fit even with no rows: the row kernels
+        // compute it. b * k H is then bounded by an existing slice's length.
+        let Some(expected) = k.checked_mul(hidden).and_then(|w| w.checked_mul(b)) else {
             return invalid("b x hidden x gates overflows usize".into());
         };
         KernelError::check_len(kernel, arg, got, expected)?;
+    }
+    if b == 0 {
+        // Nothing to compute (and `hidden` may be too large to allocate the
+        // row kernels' scratch).
+        return Ok(());
     }
     let (in_k, out_k) = (ins.map(|a| a.2), outs.each_ref().map(|a| a.2));
     let (ins, outs) = (ins.map(|a| a.1), outs.map(|a| a.1));

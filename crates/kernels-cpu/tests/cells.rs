@@ -611,3 +611,24 @@ fn errors() {
         );
     }
 }
+
+/// Empty slices with a huge `hidden`: b = 0, so nothing to compute, but
+/// `k x hidden` overflows and a per-row scratch of `hidden` floats cannot be
+/// allocated. Must be an error or a no-op, never a panic.
+#[test]
+fn huge_hidden_with_no_rows_does_not_panic() {
+    for k in kernels() {
+        for hd in [usize::MAX / 2, usize::MAX / 4 + 1, 1 << 60] {
+            let mut e: [Vec<f32>; 3] = Default::default();
+            let [a, c, h] = &mut e;
+            let _ = k.lstm_fwd(&[], &[], hd, a, c, h);
+            let _ = k.lstm_bwd(&[], &[], &[], &[], &[], hd, a, c);
+            let _ = k.gru_fwd(&[], &[], &[], hd, a, c);
+            let _ = k.gru_bwd(&[], &[], &[], &[], hd, a, c, h);
+            let _ = k.tree_lstm_leaf_fwd(&[], hd, a, c, h);
+            let _ = k.tree_lstm_leaf_bwd(&[], &[], &[], &[], hd, a);
+            let _ = k.tree_lstm_node_fwd(&[], &[], &[], hd, a, c, h);
+            let _ = k.tree_lstm_node_bwd(&[], &[], &[], &[], &[], &[], hd, a, c, h);
+        }
+    }
+}

@@ -439,7 +439,7 @@ fn parallel_split_matches_serial() {
         for k in all_kernels() {
             let run = |t: usize| {
                 pool(t).install(|| {
-                    let mut v = vec![vec![0.0f32; n]; 4];
+                    let mut v = vec![vec![0.0f32; n]; 6];
                     let (mut loss, mut rs, mut cs) =
                         (vec![0.0; rows], vec![0.0; rows], vec![1.0; cols]);
                     k.softmax_rows(&x, cols, &mut v[0]).unwrap();
@@ -447,6 +447,10 @@ fn parallel_split_matches_serial() {
                     let (a, b) = v.split_at_mut(2);
                     k.softmax_rows_bwd(&a[0], &dy, cols, &mut b[0]).unwrap();
                     k.nll_log_softmax(&x, cols, &labels, &mut b[1], &mut loss)
+                        .unwrap();
+                    k.log_softmax_rows_bwd(&a[1], &dy, cols, &mut b[2]).unwrap();
+                    let (b, c) = b.split_at_mut(2);
+                    k.nll_log_softmax_bwd(&b[1], cols, &labels, &dy[..rows], &mut c[1])
                         .unwrap();
                     k.row_sums(&x, cols, &mut rs).unwrap();
                     k.col_sums_acc(&x, cols, &mut cs).unwrap();

@@ -1,0 +1,452 @@
+//! The [`Graph`]: a tape (Wengert list) of per-instance nodes, built lazily.
+//!
+//! Adding a node computes nothing: it checks and infers the shape, interns
+//! the node's batching signature and records its depth — everything the
+//! scheduler needs later, computed once here so planning is a linear pass.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+use sheaf_tensor::{Shape, Tensor};
+use smallvec::SmallVec;
+
+use crate::error::{GraphError, Result};
+use crate::id::{Expr, NodeId, OpId, SigId};
+use crate::op::{ArgRole, Attr, Cost, Op};
+use crate::ops::builtin::{instances, Builtin};
+use crate::params::{Param, ParamId};
+
+/// Source of unique graph keys, so handles of two graphs never mix.
+static NEXT_GRAPH: AtomicU32 = AtomicU32::new(1);
+
+/// What a node is, beyond its op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Computed by its op from its arguments.
+    Op,
+    /// A constant input; its value is `inputs[i]`.
+    Input(u32),
+    /// A parameter of a [`crate::ParamStore`]; its value is read at forward.
+    Param(ParamId),
+}
+
+/// One node of the tape.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub(crate) op: OpId,
+    pub(crate) kind: NodeKind,
+    pub(crate) args: (u32, u32),
+    pub(crate) attr: Attr,
+    pub(crate) data: u32,
+    pub(crate) shape: Shape,
+    pub(crate) sig: SigId,
+    pub(crate) depth: u32,
+}
+
+/// What the scheduler needs to know about a signature.
+#[derive(Debug, Clone)]
+pub struct SigInfo {
+    /// The op of every node with this signature.
+    pub op: OpId,
+    /// Its name, for plans and errors.
+    pub name: &'static str,
+    /// Its cost class.
+    pub cost: Cost,
+    /// Whether nodes of this signature may share a call.
+    pub batchable: bool,
+}
+
+/// The tape. `Send`: build and run graphs on several threads against one
+/// shared [`crate::ParamStore`].
+pub struct Graph {
+    key: u32,
+    generation: u32,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) arg_list: Vec<NodeId>,
+    ops: Vec<Arc<dyn Op>>,
+    user_ops: FxHashMap<usize, OpId>,
+    sig_ids: FxHashMap<SmallVec<[u64; 10]>, SigId>,
+    pub(crate) sigs: Vec<SigInfo>,
+    pub(crate) inputs: Vec<Tensor>,
+    param_nodes: FxHashMap<ParamId, NodeId>,
+    /// Values of evaluated nodes (per-instance shape, no batch axis).
+    pub(crate) values: Vec<Option<Tensor>>,
+    /// Auxiliary buffers saved by forward for backward.
+    pub(crate) aux: Vec<Option<Tensor>>,
+    /// Gradients after the last backward.
+    pub(crate) grads: Vec<Option<Tensor>>,
+    /// Nodes `0..evaluated` have values (incremental forward).
+    pub(crate) evaluated: usize,
+    pub(crate) train: bool,
+    pub(crate) seed: u64,
+    pub(crate) check_finite: bool,
+}
+
+impl Default for Graph {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("nodes", &self.nodes.len())
+            .field("evaluated", &self.evaluated)
+            .field("signatures", &self.sigs.len())
+            .finish()
+    }
+}
+
+impl Graph {
+    /// An empty graph in training mode, seed 0.
+    pub fn new() -> Self {
+        Graph {
+            key: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
+            generation: 0,
+            nodes: Vec::new(),
+            arg_list: Vec::new(),
+            ops: instances(),
+            user_ops: FxHashMap::default(),
+            sig_ids: FxHashMap::default(),
+            sigs: Vec::new(),
+            inputs: Vec::new(),
+            param_nodes: FxHashMap::default(),
+            values: Vec::new(),
+            aux: Vec::new(),
+            grads: Vec::new(),
+            evaluated: 0,
+            train: true,
+            seed: 0,
+            check_finite: false,
+        }
+    }
+
+    /// Drops every node (handles become stale) but keeps the allocations
+    /// for the next batch. Settings (mode, seed, checking) are kept.
+    pub fn clear(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
+        self.nodes.clear();
+        self.arg_list.clear();
+        self.sig_ids.clear();
+        self.sigs.clear();
+        self.inputs.clear();
+        self.param_nodes.clear();
+        self.values.clear();
+        self.aux.clear();
+        self.grads.clear();
+        self.evaluated = 0;
+        self.ops.truncate(Builtin::ALL.len());
+        self.user_ops.clear();
+    }
+
+    /// Training mode turns dropout on; evaluation mode makes it the identity.
+    pub fn set_train(&mut self, train: bool) {
+        self.train = train;
+    }
+
+    /// Seed of the per-node random streams (dropout masks). A node's stream
+    /// depends only on this seed and the node's position, so every strategy
+    /// draws the same masks.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+
+    /// Check every computed value and gradient for NaN / infinity; the
+    /// error names the first op and node that produced one.
+    pub fn set_check_finite(&mut self, on: bool) {
+        self.check_finite = on;
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the graph has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Adds a constant input (a feature vector, a target).
+    pub fn input(&mut self, value: Tensor) -> Expr {
+        let shape = value.shape();
+        let index = self.inputs.len() as u32;
+        self.inputs.push(value);
+        self.push_leaf(Builtin::Input, NodeKind::Input(index), shape)
+    }
+
+    /// The node of a parameter; one node per parameter and graph, so every
+    /// use shares it (and the nodes using it may share a batch).
+    pub fn param(&mut self, p: &Param) -> Expr {
+        if let Some(&node) = self.param_nodes.get(&p.id()) {
+            return self.expr(node);
+        }
+        let e = self.push_leaf(Builtin::Parameter, NodeKind::Param(p.id()), p.shape());
+        self.param_nodes.insert(p.id(), e.node);
+        e
+    }
+
+    /// Applies a user-defined op (see [`Op`]); the same `Arc` on every call
+    /// lets its nodes share batches.
+    pub fn apply(&mut self, op: &Arc<dyn Op>, args: &[Expr], attr: Attr) -> Result<Expr> {
+        self.apply_with_data(op, args, attr, 0)
+    }
+
+    /// Applies a built-in op.
+    pub(crate) fn builtin(
+        &mut self,
+        op: Builtin,
+        args: &[Expr],
+        attr: Attr,
+        data: u32,
+    ) -> Result<Expr> {
+        self.push(OpId(op as u32), args, attr, data)
+    }
+
+    /// Per-instance shape of a node.
+    pub fn shape(&self, e: Expr) -> Result<Shape> {
+        let node = self.check(e, "shape")?;
+        Ok(self.nodes[node.index()].shape)
+    }
+
+    /// The value of an evaluated node (per-instance shape).
+    pub fn value(&self, e: Expr) -> Result<&Tensor> {
+        let node = self.check(e, "value")?;
+        self.values
+            .get(node.index())
+            .and_then(|v| v.as_ref())
+            .ok_or_else(|| GraphError::NotComputed {
+                op: self.op_name(node),
+                node,
+                what: "value",
+                hint: "forward",
+            })
+    }
+
+    /// The gradient of the last backward's loss with respect to a node.
+    pub fn grad(&self, e: Expr) -> Result<&Tensor> {
+        let node = self.check(e, "grad")?;
+        self.grads
+            .get(node.index())
+            .and_then(|v| v.as_ref())
+            .ok_or_else(|| GraphError::NotComputed {
+                op: self.op_name(node),
+                node,
+                what: "gradient",
+                hint: "backward (the loss must depend on this node)",
+            })
+    }
+
+    /// Checks that a handle is of this graph and current; returns its node.
+    pub fn check(&self, e: Expr, op: &'static str) -> Result<NodeId> {
+        if e.graph != self.key {
+            return Err(GraphError::ForeignExpr { op, node: e.node });
+        }
+        if e.generation != self.generation || e.node.index() >= self.nodes.len() {
+            return Err(GraphError::StaleExpr { op, node: e.node });
+        }
+        Ok(e.node)
+    }
+
+    /// The handle of a node of this graph.
+    pub fn expr(&self, node: NodeId) -> Expr {
+        Expr {
+            node,
+            graph: self.key,
+            generation: self.generation,
+        }
+    }
+
+    // ----- read access for executors and the scheduler -----
+
+    /// The op of a node.
+    pub fn op(&self, node: NodeId) -> &dyn Op {
+        self.ops[self.nodes[node.index()].op.0 as usize].as_ref()
+    }
+
+    /// The name of a node's op.
+    pub fn op_name(&self, node: NodeId) -> &'static str {
+        self.op(node).name()
+    }
+
+    /// The argument nodes of a node.
+    pub fn args(&self, node: NodeId) -> &[NodeId] {
+        let (start, end) = self.nodes[node.index()].args;
+        &self.arg_list[start as usize..end as usize]
+    }
+
+    /// A node's record (kind, shape, signature, depth).
+    pub fn node(&self, node: NodeId) -> &Node {
+        &self.nodes[node.index()]
+    }
+
+    /// The interned signatures, indexed by [`SigId::index`].
+    pub fn signatures(&self) -> &[SigInfo] {
+        &self.sigs
+    }
+
+    /// Number of nodes that already have values.
+    pub fn evaluated(&self) -> usize {
+        self.evaluated
+    }
+
+    /// The random stream seed of a node (see [`Graph::set_seed`]).
+    pub fn node_seed(&self, node: NodeId) -> u64 {
+        // SplitMix64 of (seed, position): independent streams per node.
+        let mut z = self
+            .seed
+            .wrapping_add((node.0 as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn push_leaf(&mut self, op: Builtin, kind: NodeKind, shape: Shape) -> Expr {
+        let id = NodeId(self.nodes.len() as u32);
+        // Leaves never run a kernel: a private signature keeps them apart.
+        let sig = self.intern_sig(
+            OpId(op as u32),
+            [u64::MAX, id.0 as u64].into_iter().collect(),
+        );
+        let start = self.arg_list.len() as u32;
+        self.nodes.push(Node {
+            op: OpId(op as u32),
+            kind,
+            args: (start, start),
+            attr: 0,
+            data: 0,
+            shape,
+            sig,
+            depth: 0,
+        });
+        self.expr(id)
+    }
+
+    fn push(&mut self, op_id: OpId, args: &[Expr], attr: Attr, data: u32) -> Result<Expr> {
+        let op = Arc::clone(&self.ops[op_id.0 as usize]);
+        let name = op.name();
+        let mut shapes: SmallVec<[Shape; 4]> = SmallVec::with_capacity(args.len());
+        let mut depth = 0;
+        for &a in args {
+            let node = self.check(a, name)?;
+            let n = &self.nodes[node.index()];
+            shapes.push(n.shape);
+            depth = depth.max(n.depth + 1);
+        }
+        let shape = op
+            .infer_shape(&shapes, attr)
+            .map_err(|e| GraphError::Shape {
+                op: name,
+                expected: e.expected,
+                given: shapes.to_vec(),
+            })?;
+        let id = NodeId(self.nodes.len() as u32);
+        let mut key: SmallVec<[u64; 10]> = SmallVec::new();
+        key.push(op_id.0 as u64);
+        key.push(attr);
+        if op.batchable() {
+            for (i, (a, s)) in args.iter().zip(&shapes).enumerate() {
+                match op.arg_role(i, args.len()) {
+                    ArgRole::Stack => {
+                        key.push(s.rank() as u64);
+                        key.extend(s.dims().iter().map(|&d| d as u64));
+                    }
+                    ArgRole::Share => key.push((1 << 63) | a.node.0 as u64),
+                }
+            }
+        } else {
+            key.push(u64::MAX);
+            key.push(id.0 as u64);
+        }
+        let sig = self.intern_sig(op_id, key);
+        let start = self.arg_list.len() as u32;
+        self.arg_list.extend(args.iter().map(|a| a.node));
+        self.nodes.push(Node {
+            op: op_id,
+            kind: NodeKind::Op,
+            args: (start, self.arg_list.len() as u32),
+            attr,
+            data,
+            shape,
+            sig,
+            depth,
+        });
+        Ok(self.expr(id))
+    }
+
+    fn intern_sig(&mut self, op: OpId, key: SmallVec<[u64; 10]>) -> SigId {
+        let next = SigId(self.sigs.len() as u32);
+        let id = *self.sig_ids.entry(key).or_insert(next);
+        if id == next {
+            let o = &self.ops[op.0 as usize];
+            self.sigs.push(SigInfo {
+                op,
+                name: o.name(),
+                cost: o.cost(),
+                batchable: o.batchable(),
+            });
+        }
+        id
+    }
+}
+
+impl Graph {
+    /// The op of a node, shared (executors hold it across mutations).
+    pub(crate) fn op_arc(&self, node: NodeId) -> Arc<dyn Op> {
+        Arc::clone(&self.ops[self.nodes[node.index()].op.0 as usize])
+    }
+}
+
+impl Graph {
+    /// Applies a shared op instance with per-instance data (used by the
+    /// built-in op families, whose ops are process-wide `Arc`s, and by
+    /// users' ops that carry data such as an index per instance).
+    pub fn apply_with_data(
+        &mut self,
+        op: &Arc<dyn Op>,
+        args: &[Expr],
+        attr: Attr,
+        data: u32,
+    ) -> Result<Expr> {
+        let key = Arc::as_ptr(op) as *const () as usize;
+        let id = match self.user_ops.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = OpId(self.ops.len() as u32);
+                self.ops.push(Arc::clone(op));
+                self.user_ops.insert(key, id);
+                id
+            }
+        };
+        self.push(id, args, attr, data)
+    }
+}
+
+impl Node {
+    /// What the node is (op result, input, parameter).
+    pub fn kind(&self) -> NodeKind {
+        self.kind
+    }
+    /// Per-instance output shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+    /// Batching signature.
+    pub fn sig(&self) -> SigId {
+        self.sig
+    }
+    /// 0 for leaves, else 1 + the deepest argument.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+    /// Attribute bits (part of the signature).
+    pub fn attr(&self) -> Attr {
+        self.attr
+    }
+    /// Per-instance data (not part of the signature).
+    pub fn data(&self) -> u32 {
+        self.data
+    }
+}

@@ -1,0 +1,169 @@
+//! The [`Op`] trait: one definition per op, used by every executor.
+//!
+//! An op declares its shape inference, which arguments are stacked per
+//! instance and which are shared (a parameter), and a BATCHED forward and
+//! backward over `[b, ...]` blocks. The sequential executor calls them with
+//! `b = 1`; the scheduler with whole batches, so "batched equals
+//! sequential" is a property of one code path. Built-in ops (including the
+//! fused cells) implement this same trait, which is the extension point for
+//! users' own fused kernels.
+
+use sheaf_tensor::{Backend, Shape, Tensor, TensorMut};
+
+/// How an argument enters a batched call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArgRole {
+    /// One value per instance, stacked along a new leading batch axis.
+    Stack,
+    /// One value for the whole batch (a parameter): nodes may only share a
+    /// batch if they share this argument node (it is part of the signature).
+    Share,
+}
+
+/// Rough cost class, used to break ties when the agenda strategy chooses
+/// between ready signatures (cheap before heavy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Cost {
+    /// Elementwise, copies, reductions.
+    Cheap,
+    /// Matrix products and fused cells.
+    Heavy,
+}
+
+/// Op-defined attribute bits of a node (a slice range, a scale factor's
+/// `f32` bits, a dropout rate...). Part of the signature: nodes with
+/// different attributes never share a kernel call.
+pub type Attr = u64;
+
+/// Error of shape inference, turned into [`crate::GraphError::Shape`] with
+/// the op name and the given shapes by the graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeError {
+    /// What the op expected, e.g. `"arguments of equal shape"`.
+    pub expected: String,
+}
+
+impl ShapeError {
+    /// An error saying what was expected.
+    pub fn expected(what: impl Into<String>) -> Self {
+        ShapeError {
+            expected: what.into(),
+        }
+    }
+}
+
+/// What a batched forward sees.
+pub struct Forward<'a> {
+    /// The kernels to use.
+    pub backend: &'a dyn Backend,
+    /// One tensor per argument: `[b, ...arg shape]` for [`ArgRole::Stack`]
+    /// arguments, the plain value for [`ArgRole::Share`] ones.
+    pub args: &'a [Tensor],
+    /// Per-instance data of the `b` nodes (word ids, class indices).
+    pub data: &'a [u32],
+    /// Attribute bits shared by the batch.
+    pub attr: Attr,
+    /// Per-instance seeds (dropout masks), one per node.
+    pub seeds: &'a [u64],
+    /// Whether the graph runs in training mode (dropout active).
+    pub train: bool,
+    /// The output, `[b, ...out shape]`; contents on entry are unspecified.
+    pub out: TensorMut<'a>,
+    /// The auxiliary buffer declared by [`Op::aux_shape`], `[b, ...]`.
+    pub aux: Option<TensorMut<'a>>,
+}
+
+impl Forward<'_> {
+    /// Number of instances in this call.
+    pub fn batch(&self) -> usize {
+        self.out.num_rows()
+    }
+}
+
+/// What a batched backward sees. Gradients ACCUMULATE into `dargs`.
+pub struct Backward<'a> {
+    /// The kernels to use.
+    pub backend: &'a dyn Backend,
+    /// The forward arguments, as in [`Forward::args`].
+    pub args: &'a [Tensor],
+    /// Per-instance data, as in [`Forward::data`].
+    pub data: &'a [u32],
+    /// Attribute bits, as in [`Forward::attr`].
+    pub attr: Attr,
+    /// Per-instance seeds, as in [`Forward::seeds`].
+    pub seeds: &'a [u64],
+    /// The forward output, `[b, ...]`.
+    pub out: &'a Tensor,
+    /// The auxiliary buffer the forward filled.
+    pub aux: Option<&'a Tensor>,
+    /// Gradient of the loss with respect to `out`, `[b, ...]`.
+    pub dout: &'a Tensor,
+    /// One entry per argument, shaped like [`Backward::args`]: where to add
+    /// that argument's gradient, or `None` if it needs none (a constant).
+    pub dargs: Vec<Option<TensorMut<'a>>>,
+    /// Rows of a [`ArgRole::Share`] argument's gradient that an op touched
+    /// sparsely (embedding lookups): `(argument, rows)`. An op that writes a
+    /// shared gradient without calling [`Backward::touch_rows`] is taken to
+    /// have written it densely.
+    pub(crate) sparse: Vec<(usize, Vec<u32>)>,
+}
+
+impl Backward<'_> {
+    /// Number of instances in this call.
+    pub fn batch(&self) -> usize {
+        self.out.num_rows()
+    }
+
+    /// Declares that only `rows` of shared argument `arg`'s gradient were
+    /// written, so a sparse optimizer may update only those rows.
+    pub fn touch_rows(&mut self, arg: usize, rows: &[u32]) {
+        match self.sparse.iter_mut().find(|(a, _)| *a == arg) {
+            Some((_, r)) => r.extend_from_slice(rows),
+            None => self.sparse.push((arg, rows.to_vec())),
+        }
+    }
+}
+
+/// An operation of the graph.
+///
+/// Contract (checked by the tests every built-in op passes, which a user
+/// op should copy from `tests/custom_op.rs`):
+/// - `infer_shape` is pure and cheap; it runs when a node is added.
+/// - `forward` overwrites `out` (and `aux`) for all `b` instances; it must
+///   give each instance the result it would get alone (`b = 1`).
+/// - `backward` ADDS into each `dargs[i]` that is `Some`.
+pub trait Op: Send + Sync + 'static {
+    /// One word, used in errors, plans and benches: `"tanh"`, `"affine"`.
+    fn name(&self) -> &'static str;
+
+    /// How argument `i` of `n` enters a batched call.
+    fn arg_role(&self, _i: usize, _n: usize) -> ArgRole {
+        ArgRole::Stack
+    }
+
+    /// Output shape of one instance from the argument shapes.
+    fn infer_shape(&self, args: &[Shape], attr: Attr) -> Result<Shape, ShapeError>;
+
+    /// Per-instance shape of the auxiliary buffer forward saves for backward
+    /// (activated gates, probabilities, a dropout mask), if any.
+    fn aux_shape(&self, _out: &Shape, _args: &[Shape], _attr: Attr) -> Option<Shape> {
+        None
+    }
+
+    /// Whether nodes of this op may share a kernel call. An op that says no
+    /// runs one node per call, and the scheduler's plan says so.
+    fn batchable(&self) -> bool {
+        true
+    }
+
+    /// Cost class, for tie-breaking in the agenda strategy.
+    fn cost(&self) -> Cost {
+        Cost::Cheap
+    }
+
+    /// Batched forward.
+    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()>;
+
+    /// Batched backward: accumulate into `cx.dargs`.
+    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()>;
+}
