@@ -20,6 +20,7 @@ mod id;
 mod op;
 mod ops;
 mod params;
+pub mod testing;
 
 pub use error::{GraphError, Result};
 pub use exec::Sequential;

@@ -250,3 +250,57 @@ fn two_threads_train_against_one_store() {
     // Gradients of both graphs are summed: [1 + 2, 1 + 1].
     assert_eq!(store.grad(&p).unwrap().to_vec::<f32>().unwrap(), [3.0, 2.0]);
 }
+
+#[test]
+fn elementwise_ops_batch_like_single_calls() {
+    use sheaf_autodiff::testing::{check_batching, Instance};
+    let pos = |k: u64, salt: f32| {
+        vec_t(
+            &(0..7)
+                .map(|i| ((i as f32 * salt + k as f32) * 0.37).sin() + 1.5)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let instances: Vec<Instance> = (0..4)
+        .map(|k| Instance {
+            args: vec![pos(k, 1.0), pos(k, 1.7)],
+            data: 0,
+            seed: k,
+        })
+        .collect();
+    let unary: Vec<Instance> = instances
+        .iter()
+        .cloned()
+        .map(|mut i| {
+            i.args.truncate(1);
+            i
+        })
+        .collect();
+    // The built-in ops, taken from the nodes that use them.
+    let mut g = Graph::new();
+    let a = g.input(pos(0, 1.0));
+    let b = g.input(pos(0, 2.0));
+    let nodes = [
+        g.tanh(a).unwrap(),
+        g.sigmoid(a).unwrap(),
+        g.relu(a).unwrap(),
+        g.exp(a).unwrap(),
+        g.log(a).unwrap(),
+        g.scale(a, 0.25).unwrap(),
+        g.add(a, b).unwrap(),
+        g.sub(a, b).unwrap(),
+        g.cmult(a, b).unwrap(),
+        g.cdiv(a, b).unwrap(),
+    ];
+    for e in nodes {
+        let node = e.node();
+        let args = if g.args(node).len() == 1 {
+            &unary
+        } else {
+            &instances
+        };
+        check_batching(g.op(node), args, g.node(node).attr(), 0.0)
+            .unwrap_or_else(|m| panic!("{m}"));
+    }
+    check_batching(&SumAll, &unary, 0, 0.0).unwrap();
+}
