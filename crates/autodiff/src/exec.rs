@@ -116,6 +116,16 @@ impl Sequential {
                 ArgRole::Share => v.clone(),
             });
         }
+        if let Some(first) = arg_ids.first() {
+            let src = g.values[first.index()].as_ref();
+            if let Some(view) = src.and_then(|v| op.view(v, &node.shape, node.attr)) {
+                return view.map_err(|source| GraphError::Exec {
+                    op: name,
+                    node: id,
+                    source: Box::new(source),
+                });
+            }
+        }
         let arg_shapes: Vec<Shape> = arg_ids.iter().map(|a| g.nodes[a.index()].shape).collect();
         let mut out = zeros(stacked(node.shape, name, id)?, name, id)?;
         let mut aux = match op.aux_shape(&node.shape, &arg_shapes, node.attr) {

@@ -161,6 +161,19 @@ pub trait Op: Send + Sync + 'static {
         Cost::Cheap
     }
 
+    /// For ops whose output is a view of their first argument (reshape, a
+    /// contiguous slice): the output value without a copy, given the
+    /// argument's per-instance value. Executors that run a node alone use
+    /// it instead of [`Op::forward`]; batched runs still call `forward`.
+    fn view(
+        &self,
+        _arg: &Tensor,
+        _out: &Shape,
+        _attr: Attr,
+    ) -> Option<sheaf_tensor::Result<Tensor>> {
+        None
+    }
+
     /// Batched forward.
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()>;
 

@@ -304,3 +304,38 @@ fn elementwise_ops_batch_like_single_calls() {
     }
     check_batching(&SumAll, &unary, 0, 0.0).unwrap();
 }
+
+#[test]
+fn reshape_is_a_view_and_differentiates() {
+    let store = ParamStore::new();
+    let mut g = Graph::new();
+    let x = g.input(vec_t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    let m = g.reshape(x, [2, 3]).unwrap();
+    let v = Sequential::new().forward(&mut g, &store, m).unwrap();
+    assert_eq!(v.dims(), [2, 3]);
+    assert!(v.shares_storage(g.value(x).unwrap()), "reshape copied");
+    let err = g.reshape(x, [4, 2]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "reshape: expected an argument with as many elements as [4, 2], given [6]"
+    );
+    let s = sum_all();
+    check(
+        &move |g, p| {
+            let r = g.reshape(p[0], [3, 2])?;
+            let t = g.tanh(r)?;
+            let f = g.reshape(t, [6])?;
+            g.apply(&s, &[f], 0)
+        },
+        &[&[0.1, -0.2, 0.3, 0.4, -0.5, 0.6]],
+    );
+    use sheaf_autodiff::testing::{check_batching, Instance};
+    let inst: Vec<Instance> = (0..3)
+        .map(|k| Instance {
+            args: vec![vec_t(&[k as f32, 1.0, 2.0, 3.0, 4.0, 5.0])],
+            data: 0,
+            seed: 0,
+        })
+        .collect();
+    check_batching(g.op(m.node()), &inst, g.node(m.node()).attr(), 0.0).unwrap();
+}

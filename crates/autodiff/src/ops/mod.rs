@@ -4,3 +4,4 @@
 pub(crate) mod builtin;
 mod elementwise;
 mod leaf;
+mod reshape;
