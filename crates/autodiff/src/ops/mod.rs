@@ -2,6 +2,9 @@
 //! their [`crate::Op`] impls and the user-facing `Graph` methods.
 
 pub(crate) mod builtin;
+mod dropout;
 mod elementwise;
+mod index;
 mod leaf;
 mod reshape;
+mod softmax;
