@@ -26,7 +26,7 @@ pub enum ArgRole {
 pub enum Cost {
     /// Elementwise, copies, reductions.
     Cheap,
-    /// Matrix products and fused cells.
+    /// Matrix products.
     Heavy,
 }
 

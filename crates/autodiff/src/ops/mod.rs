@@ -2,9 +2,13 @@
 //! their [`crate::Op`] impls and the user-facing `Graph` methods.
 
 pub(crate) mod builtin;
+mod cells;
+mod concat;
 mod dropout;
 mod elementwise;
 mod index;
 mod leaf;
+mod matmul;
+mod reduce;
 mod reshape;
 mod softmax;

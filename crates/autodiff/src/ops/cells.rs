@@ -1,0 +1,557 @@
+//! Fused recurrent cells: LSTM, GRU and the binary Tree-LSTM (leaf and
+//! internal node), plus [`Graph::cell_c`] / [`Graph::cell_h`] to read the
+//! two halves of a cell state.
+//!
+//! These ops are written only through the public [`Op`] trait and the
+//! [`Backend`] kernels, exactly as a user's own fused op would be: they are
+//! the proof of the extension point.
+//!
+//! A cell's STATE is one vector `[2H]` laid out `[c | h]` (the memory cell
+//! first, then the hidden state), so one node carries both outputs and a
+//! cell feeds the next with a single argument. The kernels take separate
+//! `[b, H]` blocks for `c` and `h`, while a batch of states is `[b, 2H]`
+//! with the halves side by side in each row: seen as `[2b, H]`, row `2r` is
+//! instance `r`'s `c` and row `2r + 1` its `h`. A batch of one needs no copy
+//! (the two halves are views); larger batches gather / scatter the halves
+//! with one row kernel each, O(b H). Every cell saves its activated gates
+//! (`[kH]`) as the auxiliary buffer for backward.
+//!
+//! All cells are elementwise work, hence [`crate::Cost::Cheap`] (the
+//! products that compute their gates are the heavy part).
+
+use std::sync::{Arc, LazyLock};
+
+use sheaf_tensor::{Backend, DType, Shape, Tensor, TensorError, TensorMut};
+
+use crate::error::Result;
+use crate::op::{Attr, Backward, Forward, Op, ShapeError};
+use crate::{Expr, Graph};
+
+/// Result of the kernel side (forward / backward).
+type KResult<T> = sheaf_tensor::Result<T>;
+
+static LSTM: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(LstmCell));
+static GRU: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(GruCell));
+static TREE_LEAF: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(TreeLstmLeaf));
+static TREE_NODE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(TreeLstmNode));
+static CELL_C: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(StateHalf(Half::C)));
+static CELL_H: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(StateHalf(Half::H)));
+
+// ----- shapes -----
+
+/// Length of a rank-1 shape.
+fn vec_len(s: &Shape) -> Option<usize> {
+    match s.dims() {
+        [n] => Some(*n),
+        _ => None,
+    }
+}
+
+/// `H` of a gate vector `[k H]` with `H >= 1`.
+fn hidden_of(gates: &Shape, k: usize) -> Option<usize> {
+    let n = vec_len(gates)?;
+    (n > 0 && n % k == 0).then_some(n / k)
+}
+
+/// Whether `s` is a cell state `[2H]`.
+fn is_state(s: &Shape, h: usize) -> bool {
+    vec_len(s) == Some(2 * h)
+}
+
+// ----- errors of the kernel side -----
+
+fn bad_args(op: &'static str) -> TensorError {
+    TensorError::InvalidArgument {
+        op,
+        arg: "args",
+        reason: "do not match the op's arity",
+    }
+}
+
+fn missing_aux(op: &'static str) -> TensorError {
+    TensorError::InvalidArgument {
+        op,
+        arg: "aux",
+        reason: "must hold the activated gates declared by aux_shape",
+    }
+}
+
+// ----- the [c | h] layout -----
+
+/// Which half of a cell state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Half {
+    C = 0,
+    H = 1,
+}
+
+/// Rows of half `which` in a batch of `b` states seen as `[2b, H]`.
+fn half_rows(b: usize, which: Half) -> KResult<Tensor> {
+    let idx = (0..b)
+        .map(|r| {
+            u32::try_from(2 * r + which as usize).map_err(|_| TensorError::InvalidArgument {
+                op: "cell state",
+                arg: "batch",
+                reason: "has more rows than u32 indices address",
+            })
+        })
+        .collect::<KResult<Vec<u32>>>()?;
+    Tensor::from_vec(idx, [b])
+}
+
+/// Half `which` of a batch of states `[b, 2H]`, as `[b, H]`: a view when
+/// `b == 1`, else a gathered copy.
+fn half(be: &dyn Backend, states: &Tensor, h: usize, which: Half) -> KResult<Tensor> {
+    let b = states.num_rows();
+    let pairs = states.reshape([2 * b, h])?;
+    let w = which as usize;
+    if b == 1 {
+        return pairs.rows(w..w + 1);
+    }
+    let mut out = Tensor::zeros([b, h], DType::F32, be.device())?;
+    be.gather_rows(&pairs, &half_rows(b, which)?, out.view_mut()?)?;
+    Ok(out)
+}
+
+/// `dstates[:, half which] += g`, for `dstates` `[b, 2H]` and `g` `[b, H]`.
+fn add_to_half(
+    be: &dyn Backend,
+    g: &Tensor,
+    dstates: TensorMut<'_>,
+    h: usize,
+    which: Half,
+) -> KResult<()> {
+    let b = g.num_rows();
+    let pairs = dstates.reshape([2 * b, h])?;
+    let w = which as usize;
+    if b == 1 {
+        return be.axpy(1.0, g, pairs.into_rows_mut(w..w + 1)?);
+    }
+    be.scatter_add_rows(g, &half_rows(b, which)?, pairs)
+}
+
+/// Runs a cell kernel `f(c, h)` whose outputs are the two halves of the
+/// states `out` (`[b, 2H]`): straight into `out` when `b == 1`, else into
+/// `[b, H]` buffers merged into `out` afterwards.
+fn write_states(
+    be: &dyn Backend,
+    out: TensorMut<'_>,
+    h: usize,
+    f: impl FnOnce(TensorMut<'_>, TensorMut<'_>) -> KResult<()>,
+) -> KResult<()> {
+    let b = out.num_rows();
+    let mut pairs = out.reshape([2 * b, h])?;
+    if b == 1 {
+        let (c, hh) = pairs.into_split_rows(1)?;
+        return f(c, hh);
+    }
+    let mut c = Tensor::zeros([b, h], DType::F32, be.device())?;
+    let mut hh = Tensor::zeros([b, h], DType::F32, be.device())?;
+    f(c.view_mut()?, hh.view_mut()?)?;
+    be.fill(0.0, pairs.reborrow())?;
+    be.scatter_add_rows(&c, &half_rows(b, Half::C)?, pairs.reborrow())?;
+    be.scatter_add_rows(&hh, &half_rows(b, Half::H)?, pairs)
+}
+
+/// Where a backward kernel accumulates the gradient of a state argument's
+/// `c` half: a view into the argument's gradient (`b == 1`), or a zeroed
+/// `[b, H]` buffer added into it afterwards (also the stand-in for an
+/// argument that needs no gradient).
+enum Sink<'a> {
+    View(TensorMut<'a>),
+    Buffer(Tensor),
+}
+
+impl<'a> Sink<'a> {
+    fn new(
+        be: &dyn Backend,
+        dstates: Option<&'a mut TensorMut<'_>>,
+        b: usize,
+        h: usize,
+    ) -> KResult<Sink<'a>> {
+        match dstates {
+            Some(d) if b == 1 => Ok(Sink::View(
+                d.reborrow().reshape([2, h])?.into_rows_mut(0..1)?,
+            )),
+            _ => Ok(Sink::Buffer(Tensor::zeros(
+                [b, h],
+                DType::F32,
+                be.device(),
+            )?)),
+        }
+    }
+
+    fn view(&mut self) -> KResult<TensorMut<'_>> {
+        match self {
+            Sink::View(v) => Ok(v.reborrow()),
+            Sink::Buffer(t) => t.view_mut(),
+        }
+    }
+
+    /// The buffer still to be added into the argument's gradient, if any
+    /// (ends the borrow of the gradient).
+    fn into_buffer(self) -> Option<Tensor> {
+        match self {
+            Sink::View(_) => None,
+            Sink::Buffer(t) => Some(t),
+        }
+    }
+}
+
+/// Finishes a [`Sink`]: a buffer is added into the `c` half of `dstates`.
+fn drain(
+    be: &dyn Backend,
+    buffer: Option<Tensor>,
+    dstates: Option<&mut TensorMut<'_>>,
+    h: usize,
+) -> KResult<()> {
+    match (buffer, dstates) {
+        (Some(t), Some(d)) => add_to_half(be, &t, d.reborrow(), h, Half::C),
+        _ => Ok(()),
+    }
+}
+
+/// A gradient output the kernel must have: the argument's own gradient, or
+/// a scratch buffer of `shape` when it needs none.
+fn grad_or_scratch<'a>(
+    be: &dyn Backend,
+    d: &'a mut Option<TensorMut<'_>>,
+    scratch: &'a mut Option<Tensor>,
+    shape: Shape,
+) -> KResult<TensorMut<'a>> {
+    match d {
+        Some(d) => Ok(d.reborrow()),
+        None => scratch
+            .insert(Tensor::zeros(shape, DType::F32, be.device())?)
+            .view_mut(),
+    }
+}
+
+// ----- LSTM -----
+
+/// LSTM cell on precomputed gates `[4H]` (`i, f, o, u`) and the previous
+/// state `[2H]`; output the new state `[2H]`.
+struct LstmCell;
+
+impl Op for LstmCell {
+    fn name(&self) -> &'static str {
+        "lstm_cell"
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        if let [gates, prev] = args {
+            if let Some(h) = hidden_of(gates, 4) {
+                if is_state(prev, h) {
+                    return Ok(Shape::from([2 * h]));
+                }
+            }
+        }
+        Err(ShapeError::expected(
+            "gates [4H] (i, f, o, u) and prev_state [2H] (c | h), vectors with H >= 1",
+        ))
+    }
+    fn aux_shape(&self, _out: &Shape, args: &[Shape], _attr: Attr) -> Option<Shape> {
+        args.first().copied()
+    }
+    fn forward(&self, cx: Forward<'_>) -> KResult<()> {
+        let be = cx.backend;
+        let [gates, prev] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let h = cx.out.row_len() / 2;
+        let c_prev = half(be, prev, h, Half::C)?;
+        write_states(be, cx.out, h, |c, hh| {
+            be.lstm_fwd(gates, &c_prev, act, c, hh)
+        })
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
+        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
+        let [gates, prev] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let [dgates, dprev] = cx.dargs.as_mut_slice() else {
+            return Err(bad_args(self.name()));
+        };
+        if dgates.is_none() && dprev.is_none() {
+            return Ok(());
+        }
+        let (b, h) = (out.num_rows(), out.row_len() / 2);
+        let c_prev = half(be, prev, h, Half::C)?;
+        let c = half(be, out, h, Half::C)?;
+        let dc = half(be, dout, h, Half::C)?;
+        let dh = half(be, dout, h, Half::H)?;
+        let mut scratch = None;
+        let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
+        // The previous h enters only through the gates: its half gets nothing.
+        let mut dc_prev = Sink::new(be, dprev.as_mut(), b, h)?;
+        be.lstm_bwd(act, &c_prev, &c, &dc, &dh, dg, dc_prev.view()?)?;
+        drain(be, dc_prev.into_buffer(), dprev.as_mut(), h)
+    }
+}
+
+// ----- GRU -----
+
+/// GRU cell (PyTorch convention) on `xw = W x + b_w` and
+/// `hu = U h_prev + b_u` (`[3H]` each, `r, z, n`) and `h_prev` `[H]`.
+struct GruCell;
+
+impl Op for GruCell {
+    fn name(&self) -> &'static str {
+        "gru_cell"
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        if let [xw, hu, h_prev] = args {
+            if let Some(h) = hidden_of(xw, 3) {
+                if hu == xw && vec_len(h_prev) == Some(h) {
+                    return Ok(Shape::from([h]));
+                }
+            }
+        }
+        Err(ShapeError::expected(
+            "xw [3H] and hu [3H] (r, z, n) and h_prev [H], vectors with H >= 1",
+        ))
+    }
+    fn aux_shape(&self, _out: &Shape, args: &[Shape], _attr: Attr) -> Option<Shape> {
+        args.first().copied()
+    }
+    fn forward(&self, cx: Forward<'_>) -> KResult<()> {
+        let [xw, hu, h_prev] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        cx.backend.gru_fwd(xw, hu, h_prev, act, cx.out)
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
+        let be = cx.backend;
+        let [xw, hu, h_prev] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let [dxw, dhu, dh_prev] = cx.dargs.as_mut_slice() else {
+            return Err(bad_args(self.name()));
+        };
+        if dxw.is_none() && dhu.is_none() && dh_prev.is_none() {
+            return Ok(());
+        }
+        let (mut s1, mut s2, mut s3) = (None, None, None);
+        let dxw = grad_or_scratch(be, dxw, &mut s1, xw.shape())?;
+        let dhu = grad_or_scratch(be, dhu, &mut s2, hu.shape())?;
+        let dh_prev = grad_or_scratch(be, dh_prev, &mut s3, h_prev.shape())?;
+        be.gru_bwd(act, hu, h_prev, cx.dout, dxw, dhu, dh_prev)
+    }
+}
+
+// ----- Tree-LSTM -----
+
+/// Tree-LSTM leaf on gates `[3H]` (`i, o, u`); output the state `[2H]`.
+struct TreeLstmLeaf;
+
+impl Op for TreeLstmLeaf {
+    fn name(&self) -> &'static str {
+        "tree_lstm_leaf"
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        match args {
+            [gates] => hidden_of(gates, 3).map(|h| Shape::from([2 * h])),
+            _ => None,
+        }
+        .ok_or_else(|| ShapeError::expected("gates [3H] (i, o, u), a vector with H >= 1"))
+    }
+    fn aux_shape(&self, _out: &Shape, args: &[Shape], _attr: Attr) -> Option<Shape> {
+        args.first().copied()
+    }
+    fn forward(&self, cx: Forward<'_>) -> KResult<()> {
+        let be = cx.backend;
+        let [gates] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let h = cx.out.row_len() / 2;
+        write_states(be, cx.out, h, |c, hh| {
+            be.tree_lstm_leaf_fwd(gates, act, c, hh)
+        })
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
+        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let [Some(dgates)] = cx.dargs.as_mut_slice() else {
+            return Ok(());
+        };
+        let h = out.row_len() / 2;
+        let c = half(be, out, h, Half::C)?;
+        let dc = half(be, dout, h, Half::C)?;
+        let dh = half(be, dout, h, Half::H)?;
+        be.tree_lstm_leaf_bwd(act, &c, &dc, &dh, dgates.reborrow())
+    }
+}
+
+/// Binary Tree-LSTM internal node on gates `[5H]` (`i, f_l, f_r, o, u`)
+/// and the children's states `[2H]`; output the state `[2H]`.
+struct TreeLstmNode;
+
+impl Op for TreeLstmNode {
+    fn name(&self) -> &'static str {
+        "tree_lstm_node"
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        if let [gates, left, right] = args {
+            if let Some(h) = hidden_of(gates, 5) {
+                if is_state(left, h) && is_state(right, h) {
+                    return Ok(Shape::from([2 * h]));
+                }
+            }
+        }
+        Err(ShapeError::expected(
+            "gates [5H] (i, f_l, f_r, o, u) and two child states [2H] (c | h), vectors with H >= 1",
+        ))
+    }
+    fn aux_shape(&self, _out: &Shape, args: &[Shape], _attr: Attr) -> Option<Shape> {
+        args.first().copied()
+    }
+    fn forward(&self, cx: Forward<'_>) -> KResult<()> {
+        let be = cx.backend;
+        let [gates, left, right] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let h = cx.out.row_len() / 2;
+        let c_l = half(be, left, h, Half::C)?;
+        let c_r = half(be, right, h, Half::C)?;
+        write_states(be, cx.out, h, |c, hh| {
+            be.tree_lstm_node_fwd(gates, &c_l, &c_r, act, c, hh)
+        })
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
+        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
+        let [gates, left, right] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let [dgates, dleft, dright] = cx.dargs.as_mut_slice() else {
+            return Err(bad_args(self.name()));
+        };
+        if dgates.is_none() && dleft.is_none() && dright.is_none() {
+            return Ok(());
+        }
+        let (b, h) = (out.num_rows(), out.row_len() / 2);
+        let c_l = half(be, left, h, Half::C)?;
+        let c_r = half(be, right, h, Half::C)?;
+        let c = half(be, out, h, Half::C)?;
+        let dc = half(be, dout, h, Half::C)?;
+        let dh = half(be, dout, h, Half::H)?;
+        let mut scratch = None;
+        let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
+        // The children's h enter only through the gates.
+        let mut dc_l = Sink::new(be, dleft.as_mut(), b, h)?;
+        let mut dc_r = Sink::new(be, dright.as_mut(), b, h)?;
+        be.tree_lstm_node_bwd(
+            act,
+            &c_l,
+            &c_r,
+            &c,
+            &dc,
+            &dh,
+            dg,
+            dc_l.view()?,
+            dc_r.view()?,
+        )?;
+        drain(be, dc_l.into_buffer(), dleft.as_mut(), h)?;
+        drain(be, dc_r.into_buffer(), dright.as_mut(), h)
+    }
+}
+
+// ----- halves of a state -----
+
+/// A copy of one half of a cell state `[2H]`: `c` or `h`, `[H]`.
+struct StateHalf(Half);
+
+impl Op for StateHalf {
+    fn name(&self) -> &'static str {
+        match self.0 {
+            Half::C => "cell_c",
+            Half::H => "cell_h",
+        }
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        match args {
+            [s] => vec_len(s)
+                .filter(|&n| n > 0 && n % 2 == 0)
+                .map(|n| Shape::from([n / 2])),
+            _ => None,
+        }
+        .ok_or_else(|| ShapeError::expected("a cell state [2H] (c | h), a vector with H >= 1"))
+    }
+    fn forward(&self, cx: Forward<'_>) -> KResult<()> {
+        let be = cx.backend;
+        let [states] = cx.args else {
+            return Err(bad_args(self.name()));
+        };
+        let (b, h) = (cx.out.num_rows(), cx.out.row_len());
+        let pairs = states.reshape([2 * b, h])?;
+        if b == 1 {
+            return be.copy_rows(&pairs, self.0 as usize, cx.out, 0, 1);
+        }
+        be.gather_rows(&pairs, &half_rows(b, self.0)?, cx.out)
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
+        let (be, dout) = (cx.backend, cx.dout);
+        match cx.dargs.as_mut_slice() {
+            [Some(d)] => add_to_half(be, dout, d.reborrow(), dout.row_len(), self.0),
+            [None] => Ok(()),
+            _ => Err(bad_args(self.name())),
+        }
+    }
+}
+
+/// Fused recurrent cells. A cell state is ONE vector `[2H]` laid out
+/// `[c | h]`; read its halves with [`Graph::cell_c`] and [`Graph::cell_h`].
+/// Each checks shapes when called and computes nothing.
+impl Graph {
+    /// LSTM step from precomputed gate pre-activations `gates` `[4H]`, in
+    /// the order `i, f, o, u` (`W x + U h_prev + b`), and the previous state
+    /// `prev_state` `[2H]` (`[c_prev | h_prev]`; only `c_prev` is read):
+    /// `c = σ(i) tanh(u) + σ(f) c_prev`, `h = σ(o) tanh(c)`. Returns the new
+    /// state `[c | h]` (`[2H]`). The first step takes a zero state.
+    pub fn lstm_cell(&mut self, gates: Expr, prev_state: Expr) -> Result<Expr> {
+        self.apply_with_data(&LSTM, &[gates, prev_state], 0, 0)
+    }
+
+    /// GRU step, PyTorch convention: `xw = W x + b_w` and
+    /// `hu = U h_prev + b_u` (`[3H]` each, order `r, z, n`), `h_prev` `[H]`:
+    /// `r = σ(xw_r + hu_r)`, `z = σ(xw_z + hu_z)`,
+    /// `n = tanh(xw_n + r hu_n)`, `h = (1 - z) n + z h_prev`. Returns `h`
+    /// (`[H]`; a GRU has no separate memory cell, so no `[c | h]` state).
+    pub fn gru_cell(&mut self, xw: Expr, hu: Expr, h_prev: Expr) -> Result<Expr> {
+        self.apply_with_data(&GRU, &[xw, hu, h_prev], 0, 0)
+    }
+
+    /// Binary Tree-LSTM leaf from gate pre-activations `gates` `[3H]`, in the
+    /// order `i, o, u` (`W_leaf x + b_leaf`; a leaf has no forget gates):
+    /// `c = σ(i) tanh(u)`, `h = σ(o) tanh(c)`. Returns the state `[c | h]`
+    /// (`[2H]`).
+    pub fn tree_lstm_leaf(&mut self, gates: Expr) -> Result<Expr> {
+        self.apply_with_data(&TREE_LEAF, &[gates], 0, 0)
+    }
+
+    /// Binary Tree-LSTM internal node from gate pre-activations `gates`
+    /// `[5H]`, in the order `i, f_l, f_r, o, u` (`U [h_l; h_r] + b`), and the
+    /// children's states `left`, `right` (`[2H]` each; only their `c` halves
+    /// are read): `c = σ(i) tanh(u) + σ(f_l) c_l + σ(f_r) c_r`,
+    /// `h = σ(o) tanh(c)`. Returns the state `[c | h]` (`[2H]`).
+    pub fn tree_lstm_node(&mut self, gates: Expr, left: Expr, right: Expr) -> Result<Expr> {
+        self.apply_with_data(&TREE_NODE, &[gates, left, right], 0, 0)
+    }
+
+    /// The memory cell `c` (`[H]`, a copy of the first half) of a cell
+    /// state `[2H]`.
+    pub fn cell_c(&mut self, state: Expr) -> Result<Expr> {
+        self.apply_with_data(&CELL_C, &[state], 0, 0)
+    }
+
+    /// The hidden state `h` (`[H]`, a copy of the second half) of a cell
+    /// state `[2H]`.
+    pub fn cell_h(&mut self, state: Expr) -> Result<Expr> {
+        self.apply_with_data(&CELL_H, &[state], 0, 0)
+    }
+}

@@ -1,0 +1,287 @@
+//! Matrix products: `matmul` (a product of two per-instance values) and
+//! `affine` / `linear` (`b + sum_i W_i x_i` with shared weights, one matrix
+//! product per term over the whole batch).
+
+use std::sync::{Arc, LazyLock};
+
+use sheaf_tensor::{Shape, TensorError, Transpose};
+
+use crate::error::Result;
+use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
+use crate::{Expr, Graph};
+
+static MATMUL: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(MatMul));
+static AFFINE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine { bias: true }));
+static LINEAR: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine { bias: false }));
+
+/// `a * b` for a matrix `a` `[m, k]` and a matrix `b` `[k, n]` (out
+/// `[m, n]`) or a vector `b` `[k]` (out `[m]`), both per instance. A batch
+/// runs one product per instance.
+pub(crate) struct MatMul;
+
+/// Per-instance dimensions of a matmul: `(m, k, n)`, `b` a vector if its
+/// rank is 1 (then `n = 1`).
+fn matmul_dims(a: Shape, b: Shape) -> Option<(usize, usize, usize)> {
+    match (a.dims(), b.dims()) {
+        ([m, k], [kb, n]) if k == kb => Some((*m, *k, *n)),
+        ([m, k], [kb]) if k == kb => Some((*m, *k, 1)),
+        _ => None,
+    }
+}
+
+fn bad_args(op: &'static str) -> TensorError {
+    TensorError::InvalidArgument {
+        op,
+        arg: "args",
+        reason: "do not have the shapes the node was built with",
+    }
+}
+
+impl Op for MatMul {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        let expected =
+            || ShapeError::expected("a matrix [m, k] and a matrix [k, n] or a vector [k]");
+        match args {
+            [a, b] => {
+                let (m, _, n) = matmul_dims(*a, *b).ok_or_else(expected)?;
+                Ok(if b.rank() == 1 {
+                    Shape::from([m])
+                } else {
+                    Shape::from([m, n])
+                })
+            }
+            _ => Err(expected()),
+        }
+    }
+    fn cost(&self) -> Cost {
+        Cost::Heavy
+    }
+    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        let [a, b] = cx.args else {
+            return Err(bad_args("matmul"));
+        };
+        let (m, k, n) =
+            matmul_dims(a.shape().row_shape(), b.shape().row_shape()).ok_or(bad_args("matmul"))?;
+        let mut out = cx.out;
+        for r in 0..out.num_rows() {
+            let ar = a.row(r)?;
+            let br = b.row(r)?.reshape([k, n])?;
+            let o = out.rows_mut(r..r + 1)?.reshape([m, n])?;
+            cx.backend
+                .matmul(&ar, Transpose::No, &br, Transpose::No, 1.0, 0.0, o)?;
+        }
+        Ok(())
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        let [a, b] = cx.args else {
+            return Err(bad_args("matmul"));
+        };
+        let (m, k, n) =
+            matmul_dims(a.shape().row_shape(), b.shape().row_shape()).ok_or(bad_args("matmul"))?;
+        let be = cx.backend;
+        let (da, db) = match cx.dargs.as_mut_slice() {
+            [da, db] => (da, db),
+            _ => return Err(bad_args("matmul")),
+        };
+        for r in 0..cx.dout.num_rows() {
+            let dy = cx.dout.row(r)?.reshape([m, n])?;
+            let ar = a.row(r)?;
+            let br = b.row(r)?.reshape([k, n])?;
+            // dA = dY B^T, dB = A^T dY.
+            if let Some(da) = da {
+                let d = da.rows_mut(r..r + 1)?.reshape([m, k])?;
+                be.matmul(&dy, Transpose::No, &br, Transpose::Yes, 1.0, 1.0, d)?;
+            }
+            if let Some(db) = db {
+                let d = db.rows_mut(r..r + 1)?.reshape([k, n])?;
+                be.matmul(&ar, Transpose::Yes, &dy, Transpose::No, 1.0, 1.0, d)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `bias + sum_i W_i x_i` (with `bias`) or `sum_i W_i x_i` (without): the
+/// weights `W_i` `[out, in_i]` and the bias `[out]` are shared by a batch,
+/// the inputs `x_i` `[in_i]` are stacked, so each term is ONE matrix product
+/// `X_i W_i^T` over the batch. Arguments: `[bias,] W_1, x_1, W_2, x_2, ...`.
+pub(crate) struct Affine {
+    bias: bool,
+}
+
+impl Affine {
+    /// Index of the first weight among the arguments.
+    fn first(&self) -> usize {
+        usize::from(self.bias)
+    }
+
+    /// The (weight, input) argument pairs, by argument index.
+    fn terms(&self, n: usize) -> impl Iterator<Item = (usize, usize)> {
+        (self.first()..n.saturating_sub(1))
+            .step_by(2)
+            .map(|w| (w, w + 1))
+    }
+
+    fn name_of(&self) -> &'static str {
+        if self.bias {
+            "affine"
+        } else {
+            "linear"
+        }
+    }
+}
+
+impl Op for Affine {
+    fn name(&self) -> &'static str {
+        self.name_of()
+    }
+    fn arg_role(&self, i: usize, _n: usize) -> ArgRole {
+        if i < self.first() || (i - self.first()).is_multiple_of(2) {
+            ArgRole::Share
+        } else {
+            ArgRole::Stack
+        }
+    }
+    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        let first = self.first();
+        if args.len() < first + 2 || !(args.len() - first).is_multiple_of(2) {
+            return Err(ShapeError::expected(if self.bias {
+                "a bias [out] and at least one (weight [out, in], input [in]) pair"
+            } else {
+                "at least one (weight [out, in], input [in]) pair"
+            }));
+        }
+        let out = if self.bias {
+            match args[0].dims() {
+                [out] => *out,
+                _ => return Err(ShapeError::expected("a bias vector [out]")),
+            }
+        } else {
+            match args[0].dims() {
+                [out, _] => *out,
+                _ => return Err(ShapeError::expected("weight 1 of shape [out, in]")),
+            }
+        };
+        let from = if self.bias { "the bias" } else { "weight 1" };
+        for (t, (w, x)) in self.terms(args.len()).enumerate() {
+            let t = t + 1;
+            let cols = match args[w].dims() {
+                [rows, cols] if *rows == out => *cols,
+                _ => {
+                    return Err(ShapeError::expected(format!(
+                        "weight {t} of shape [{out}, in] (out = {out}, from {from})"
+                    )))
+                }
+            };
+            if args[x].dims() != [cols] {
+                return Err(ShapeError::expected(format!(
+                    "input {t} of shape [{cols}] (the columns of weight {t})"
+                )));
+            }
+        }
+        Ok(Shape::from([out]))
+    }
+    fn cost(&self) -> Cost {
+        Cost::Heavy
+    }
+    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        let mut out = cx.out;
+        let mut beta = 0.0;
+        if self.bias {
+            let bias = cx.args.first().ok_or(bad_args(self.name_of()))?;
+            cx.backend.broadcast_row(bias, out.reborrow())?;
+            beta = 1.0;
+        }
+        for (w, x) in self.terms(cx.args.len()) {
+            // out [b, out] (+)= X [b, in] W^T.
+            cx.backend.matmul(
+                &cx.args[x],
+                Transpose::No,
+                &cx.args[w],
+                Transpose::Yes,
+                1.0,
+                beta,
+                out.reborrow(),
+            )?;
+            beta = 1.0;
+        }
+        Ok(())
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        let (be, dy) = (cx.backend, cx.dout);
+        if self.bias {
+            if let Some(Some(db)) = cx.dargs.first_mut() {
+                be.col_sums_acc(dy, db.reborrow())?;
+            }
+        }
+        for (w, x) in self.terms(cx.args.len()) {
+            let (wt, xt) = (&cx.args[w], &cx.args[x]);
+            // dX [b, in] += dY [b, out] W [out, in].
+            if let Some(dx) = cx.dargs.get_mut(x).and_then(Option::as_mut) {
+                be.matmul(
+                    dy,
+                    Transpose::No,
+                    wt,
+                    Transpose::No,
+                    1.0,
+                    1.0,
+                    dx.reborrow(),
+                )?;
+            }
+            // dW [out, in] += dY^T X.
+            if let Some(dw) = cx.dargs.get_mut(w).and_then(Option::as_mut) {
+                be.matmul(
+                    dy,
+                    Transpose::Yes,
+                    xt,
+                    Transpose::No,
+                    1.0,
+                    1.0,
+                    dw.reborrow(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Matrix products. Each checks shapes when called and computes nothing.
+impl Graph {
+    /// The product `a * b` of a matrix `a` `[m, k]` and a matrix `b`
+    /// `[k, n]` (giving `[m, n]`) or a vector `b` `[k]` (giving `[m]`).
+    /// Both are per-instance values: a batch runs one product per instance.
+    /// For a parameter matrix times a vector use [`Graph::linear`] or
+    /// [`Graph::affine`], which batch into one product.
+    pub fn matmul(&mut self, a: Expr, b: Expr) -> Result<Expr> {
+        self.apply_with_data(&MATMUL, &[a, b], 0, 0)
+    }
+
+    /// `bias + sum_i W_i x_i` for `terms = [(W_1, x_1), (W_2, x_2), ...]`:
+    /// weights `W_i` `[out, in_i]` and `bias` `[out]` are shared by every
+    /// node of a batch (normally parameters), inputs `x_i` are vectors
+    /// `[in_i]`; the result is `[out]`. Nodes share a batch when they use
+    /// the same bias and weight nodes and equal input shapes; a batch runs
+    /// one matrix product per term.
+    pub fn affine(&mut self, bias: Expr, terms: &[(Expr, Expr)]) -> Result<Expr> {
+        let mut args = Vec::with_capacity(1 + 2 * terms.len());
+        args.push(bias);
+        args.extend(terms.iter().flat_map(|&(w, x)| [w, x]));
+        self.apply_with_data(&AFFINE, &args, 0, 0)
+    }
+
+    /// `W x` for a shared weight `W` `[out, in]` and a vector `x` `[in]`:
+    /// [`Graph::affine`] without a bias and with one term.
+    pub fn linear(&mut self, w: Expr, x: Expr) -> Result<Expr> {
+        self.apply_with_data(&LINEAR, &[w, x], 0, 0)
+    }
+
+    /// `sum_i W_i x_i` for `terms = [(W_1, x_1), ...]`: [`Graph::affine`]
+    /// without a bias.
+    pub fn linear_sum(&mut self, terms: &[(Expr, Expr)]) -> Result<Expr> {
+        let args: Vec<Expr> = terms.iter().flat_map(|&(w, x)| [w, x]).collect();
+        self.apply_with_data(&LINEAR, &args, 0, 0)
+    }
+}

@@ -1,0 +1,311 @@
+//! Matrix products: `matmul`, `affine`, `linear`, `linear_sum`.
+
+use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
+use sheaf_autodiff::testing::{check_batching, Instance};
+use sheaf_autodiff::{Expr, Graph, ParamStore, Sequential};
+use sheaf_tensor::{Shape, Tensor};
+
+type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
+
+/// Deterministic, varied values in about [-1, 1].
+fn vals(n: usize, salt: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as f32 + 1.0) * 0.73 + salt * 1.37).sin())
+        .collect()
+}
+
+fn tensor(shape: &[usize], salt: f32) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_vec(vals(n, salt), Shape::new(shape).unwrap()).unwrap()
+}
+
+/// A scalar loss that weighs every element of `y` differently, so a
+/// gradient routed to the wrong element is caught: `sum(y * c)`.
+fn loss(g: &mut Graph, y: Expr) -> sheaf_autodiff::Result<Expr> {
+    let shape = g.shape(y)?;
+    let c = g.input(tensor(shape.dims(), 9.0));
+    let h = g.cmult(y, c)?;
+    g.sum_elems(h)
+}
+
+/// Finite-difference check of `build` with parameters of the given shapes.
+/// Every parameter is also used by a later node (`sum_elems(tanh(p))`,
+/// whose backward runs first), so an op that overwrites its arguments'
+/// gradients instead of adding to them fails the check.
+fn check(build: &Build, shapes: &[&[usize]]) {
+    let mut store = ParamStore::new();
+    let params: Vec<_> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| store.add(&format!("x{i}"), tensor(s, i as f32)).unwrap())
+        .collect();
+    let with_other_uses = |g: &mut Graph, p: &[Expr]| {
+        let mut terms = vec![build(g, p)?];
+        for &x in p {
+            let t = g.tanh(x)?;
+            terms.push(g.sum_elems(t)?);
+        }
+        g.sum(&terms)
+    };
+    check_gradients(&mut store, &params, &with_other_uses, GradCheck::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Instances for `check_batching`: stacked arguments vary per instance,
+/// `shared` ones (by index) are the same in every instance.
+fn instances(shapes: &[&[usize]], shared: &[usize], b: usize) -> Vec<Instance> {
+    (0..b)
+        .map(|k| Instance {
+            args: shapes
+                .iter()
+                .enumerate()
+                .map(|(j, s)| {
+                    let salt = if shared.contains(&j) {
+                        0.0
+                    } else {
+                        k as f32 * 3.1
+                    };
+                    tensor(s, j as f32 + salt)
+                })
+                .collect(),
+            data: 0,
+            seed: k as u64,
+        })
+        .collect()
+}
+
+/// The forward value of `e` as a vector.
+fn value(g: &mut Graph, e: Expr) -> Vec<f32> {
+    let store = ParamStore::new();
+    Sequential::new()
+        .forward(g, &store, e)
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap()
+}
+
+fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (a, b) in got.iter().zip(want) {
+        assert!(
+            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+            "{got:?} vs {want:?}"
+        );
+    }
+}
+
+#[test]
+fn matmul_values() {
+    let mut g = Graph::new();
+    let a = g.input(Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]).unwrap());
+    let b = g.input(Tensor::from_slice(&[1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0], [3, 2]).unwrap());
+    let v = g.input(Tensor::from_slice(&[1.0f32, -1.0, 2.0], [3]).unwrap());
+    let ab = g.matmul(a, b).unwrap();
+    let av = g.matmul(a, v).unwrap();
+    assert_eq!(g.shape(ab).unwrap(), Shape::from([2, 2]));
+    assert_eq!(g.shape(av).unwrap(), Shape::from([2]));
+    assert_close(&value(&mut g, ab), &[4.0, 5.0, 10.0, 11.0]);
+    assert_close(&value(&mut g, av), &[5.0, 11.0]);
+}
+
+#[test]
+fn matmul_gradients() {
+    check(
+        &|g, p| {
+            let y = g.matmul(p[0], p[1])?;
+            loss(g, y)
+        },
+        &[&[3, 4], &[4, 2]],
+    );
+    check(
+        &|g, p| {
+            let y = g.matmul(p[0], p[1])?;
+            loss(g, y)
+        },
+        &[&[3, 4], &[4]],
+    );
+    // A repeated argument (a square matrix times itself), through a node.
+    check(
+        &|g, p| {
+            let t = g.tanh(p[0])?;
+            let y = g.matmul(t, t)?;
+            loss(g, y)
+        },
+        &[&[3, 3]],
+    );
+}
+
+#[test]
+fn matmul_batches_like_single_calls() {
+    let mut g = Graph::new();
+    let a = g.input(tensor(&[3, 4], 0.0));
+    let b = g.input(tensor(&[4, 2], 1.0));
+    let v = g.input(tensor(&[4], 1.0));
+    let ab = g.matmul(a, b).unwrap();
+    let av = g.matmul(a, v).unwrap();
+    for b in 3..=5 {
+        check_batching(
+            g.op(ab.node()),
+            &instances(&[&[3, 4], &[4, 2]], &[], b),
+            0,
+            0.0,
+        )
+        .unwrap_or_else(|m| panic!("{m}"));
+        check_batching(
+            g.op(av.node()),
+            &instances(&[&[3, 4], &[4]], &[], b),
+            0,
+            0.0,
+        )
+        .unwrap_or_else(|m| panic!("{m}"));
+    }
+}
+
+#[test]
+fn matmul_shape_errors() {
+    let mut g = Graph::new();
+    let a = g.input(tensor(&[3, 4], 0.0));
+    let b = g.input(tensor(&[3, 2], 0.0));
+    let v = g.input(tensor(&[4], 0.0));
+    let c = g.input(tensor(&[2, 3, 4], 0.0));
+    let msg = "matmul: expected a matrix [m, k] and a matrix [k, n] or a vector [k], given";
+    assert_eq!(
+        g.matmul(a, b).unwrap_err().to_string(),
+        format!("{msg} [3, 4], [3, 2]")
+    );
+    assert_eq!(
+        g.matmul(v, a).unwrap_err().to_string(),
+        format!("{msg} [4], [3, 4]")
+    );
+    assert_eq!(
+        g.matmul(c, v).unwrap_err().to_string(),
+        format!("{msg} [2, 3, 4], [4]")
+    );
+}
+
+#[test]
+fn affine_values() {
+    let mut g = Graph::new();
+    let bias = g.input(Tensor::from_slice(&[0.5f32, -0.5], [2]).unwrap());
+    let w1 = g.input(Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3]).unwrap());
+    let x1 = g.input(Tensor::from_slice(&[1.0f32, -1.0, 2.0], [3]).unwrap());
+    let w2 = g.input(Tensor::from_slice(&[2.0f32, 0.0], [2, 1]).unwrap());
+    let x2 = g.input(Tensor::from_slice(&[3.0f32], [1]).unwrap());
+    let y = g.affine(bias, &[(w1, x1), (w2, x2)]).unwrap();
+    let l = g.linear(w1, x1).unwrap();
+    let s = g.linear_sum(&[(w1, x1), (w2, x2)]).unwrap();
+    assert_close(&value(&mut g, y), &[5.0 + 6.0 + 0.5, 11.0 - 0.5]);
+    assert_close(&value(&mut g, l), &[5.0, 11.0]);
+    assert_close(&value(&mut g, s), &[11.0, 11.0]);
+}
+
+#[test]
+fn affine_gradients() {
+    // bias, W1, x1, W2, x2; the inputs also through a node (tanh).
+    check(
+        &|g, p| {
+            let x2 = g.tanh(p[4])?;
+            let y = g.affine(p[0], &[(p[1], p[2]), (p[3], x2)])?;
+            loss(g, y)
+        },
+        &[&[3], &[3, 4], &[4], &[3, 2], &[2]],
+    );
+    check(
+        &|g, p| {
+            let y = g.linear(p[0], p[1])?;
+            loss(g, y)
+        },
+        &[&[3, 4], &[4]],
+    );
+    check(
+        &|g, p| {
+            let y = g.linear_sum(&[(p[0], p[1]), (p[2], p[3])])?;
+            loss(g, y)
+        },
+        &[&[2, 4], &[4], &[2, 3], &[3]],
+    );
+    // The same weight in two terms, and the same input twice.
+    check(
+        &|g, p| {
+            let y = g.affine(p[0], &[(p[1], p[2]), (p[1], p[2])])?;
+            loss(g, y)
+        },
+        &[&[3], &[3, 4], &[4]],
+    );
+}
+
+#[test]
+fn affine_batches_like_single_calls() {
+    let mut g = Graph::new();
+    let bias = g.input(tensor(&[3], 0.0));
+    let w1 = g.input(tensor(&[3, 4], 1.0));
+    let x1 = g.input(tensor(&[4], 2.0));
+    let w2 = g.input(tensor(&[3, 2], 3.0));
+    let x2 = g.input(tensor(&[2], 4.0));
+    let y = g.affine(bias, &[(w1, x1), (w2, x2)]).unwrap();
+    let l = g.linear(w1, x1).unwrap();
+    let s = g.linear_sum(&[(w1, x1), (w2, x2)]).unwrap();
+    for b in 3..=5 {
+        let inst = instances(&[&[3], &[3, 4], &[4], &[3, 2], &[2]], &[0, 1, 3], b);
+        check_batching(g.op(y.node()), &inst, 0, 1e-5).unwrap_or_else(|m| panic!("{m}"));
+        let inst = instances(&[&[3, 4], &[4]], &[0], b);
+        check_batching(g.op(l.node()), &inst, 0, 1e-5).unwrap_or_else(|m| panic!("{m}"));
+        let inst = instances(&[&[3, 4], &[4], &[3, 2], &[2]], &[0, 2], b);
+        check_batching(g.op(s.node()), &inst, 0, 1e-5).unwrap_or_else(|m| panic!("{m}"));
+    }
+}
+
+#[test]
+fn affine_signature_shares_weights_only() {
+    let mut g = Graph::new();
+    let bias = g.input(tensor(&[3], 0.0));
+    let w = g.input(tensor(&[3, 4], 1.0));
+    let w_other = g.input(tensor(&[3, 4], 2.0));
+    let xa = g.input(tensor(&[4], 3.0));
+    let xb = g.input(tensor(&[4], 4.0));
+    let a = g.affine(bias, &[(w, xa)]).unwrap();
+    let b = g.affine(bias, &[(w, xb)]).unwrap();
+    let c = g.affine(bias, &[(w_other, xb)]).unwrap();
+    let sig = |e: Expr| g.node(e.node()).sig();
+    assert_eq!(sig(a), sig(b));
+    assert_ne!(sig(a), sig(c));
+}
+
+#[test]
+fn affine_shape_errors() {
+    let mut g = Graph::new();
+    let bias = g.input(tensor(&[3], 0.0));
+    let w1 = g.input(tensor(&[3, 4], 0.0));
+    let x1 = g.input(tensor(&[4], 0.0));
+    let w2 = g.input(tensor(&[2, 2], 0.0));
+    let x5 = g.input(tensor(&[5], 0.0));
+    let err = |r: sheaf_autodiff::Result<Expr>| r.unwrap_err().to_string();
+    assert_eq!(
+        err(g.affine(bias, &[])),
+        "affine: expected a bias [out] and at least one (weight [out, in], input [in]) pair, given [3]"
+    );
+    assert_eq!(
+        err(g.affine(w1, &[(w1, x1)])),
+        "affine: expected a bias vector [out], given [3, 4], [3, 4], [4]"
+    );
+    assert_eq!(
+        err(g.affine(bias, &[(w1, x1), (w2, x1)])),
+        "affine: expected weight 2 of shape [3, in] (out = 3, from the bias), given [3], [3, 4], [4], [2, 2], [4]"
+    );
+    assert_eq!(
+        err(g.affine(bias, &[(w1, x5)])),
+        "affine: expected input 1 of shape [4] (the columns of weight 1), given [3], [3, 4], [5]"
+    );
+    assert_eq!(
+        err(g.linear(x1, x1)),
+        "linear: expected weight 1 of shape [out, in], given [4], [4]"
+    );
+    assert_eq!(
+        err(g.linear_sum(&[(w1, x1), (w2, x1)])),
+        "linear: expected weight 2 of shape [3, in] (out = 3, from weight 1), given [3, 4], [4], [2, 2], [4]"
+    );
+    assert_eq!(
+        err(g.linear_sum(&[])),
+        "linear: expected at least one (weight [out, in], input [in]) pair, given "
+    );
+}
