@@ -225,3 +225,16 @@ fn concat_and_slice_errors() {
     let _ = g.slice(x, 0, 9);
     assert_eq!(g.len(), n);
 }
+
+#[test]
+fn slice_run_alone_is_a_view() {
+    let store = sheaf_autodiff::ParamStore::new();
+    let mut g = Graph::new();
+    let x = g.input(sheaf_tensor::Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0], [5]).unwrap());
+    let s = g.slice(x, 1, 4).unwrap();
+    let v = sheaf_autodiff::Sequential::new()
+        .forward(&mut g, &store, s)
+        .unwrap();
+    assert_eq!(v.to_vec::<f32>().unwrap(), [2.0, 3.0, 4.0]);
+    assert!(v.shares_storage(g.value(x).unwrap()), "slice copied");
+}

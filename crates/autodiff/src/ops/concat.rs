@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, TensorError};
+use sheaf_tensor::{Shape, Tensor, TensorError};
 
 use crate::error::{GraphError, Result};
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -122,6 +122,15 @@ impl Op for Slice {
             },
             _ => Err(ShapeError::expected("one argument")),
         }
+    }
+    /// A slice of one vector is a contiguous range: a view, not a copy.
+    fn view(&self, arg: &Tensor, out: &Shape, attr: Attr) -> Option<sheaf_tensor::Result<Tensor>> {
+        let Range { start, end } = slice_range(attr);
+        Some(
+            arg.reshape([arg.numel(), 1])
+                .and_then(|column| column.rows(start..end))
+                .and_then(|part| part.reshape(*out)),
+        )
     }
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         let [x] = cx.args else {
