@@ -113,13 +113,16 @@
 // inline (see that crate); `GraphError` itself boxes it.
 #![allow(clippy::result_large_err)]
 
+mod checkpoint;
 mod error;
 mod exec;
 pub mod gradcheck;
 mod graph;
 mod id;
+mod init;
 mod op;
 mod ops;
+mod optim;
 mod params;
 pub mod testing;
 
@@ -127,5 +130,9 @@ pub use error::{GraphError, Result};
 pub use exec::Sequential;
 pub use graph::{Graph, Node, NodeKind, SigInfo};
 pub use id::{Expr, NodeId, OpId, SigId};
+pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
+pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
+// The optimizer configurations, re-exported so users need no tensor import.
+pub use sheaf_tensor::{Adagrad, Adam, Sgd};

@@ -234,6 +234,11 @@ impl ParamStore {
         Ok(())
     }
 
+    /// The store's identity (optimizers bind to it).
+    pub(crate) fn key(&self) -> u32 {
+        self.key
+    }
+
     pub(crate) fn value_by_id(&self, id: ParamId, op: &'static str) -> Result<&Tensor> {
         Ok(&self.entry(id, op)?.value)
     }

@@ -1,0 +1,147 @@
+//! [`Init`]: how a parameter's initial value is drawn, and the
+//! [`ParamStore`] conveniences that create parameters from one.
+//!
+//! Every draw takes the caller's random generator, so a model built from a
+//! seeded generator (`rand::rngs::StdRng::seed_from_u64`) reproduces
+//! exactly; values are drawn in row-major order.
+
+use rand::{Rng, RngExt};
+use sheaf_tensor::{Shape, Tensor};
+
+use crate::error::{GraphError, Result};
+use crate::params::{Param, ParamStore};
+
+/// The distribution of a parameter's initial value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Init {
+    /// All zeros (biases).
+    Zeros,
+    /// Every element equal to the constant.
+    Const(f32),
+    /// Uniform on `[low, high]` (`low <= high`, both finite).
+    Uniform { low: f32, high: f32 },
+    /// Normal with the given mean and standard deviation (`std >= 0`),
+    /// drawn by the Box–Muller transform in f64.
+    Normal { mean: f32, std: f32 },
+    /// Glorot (Xavier) uniform: uniform on `[-l, l]` with
+    /// `l = sqrt(6 / (fan_in + fan_out))`. A matrix is `[out, in]` (the
+    /// layout `y = W x` uses), so `fan_out = dims[0]`, `fan_in = dims[1]`;
+    /// a vector `[n]` counts `n` for both (`l = sqrt(3 / n)`); for rank > 2
+    /// (`[out, in, k...]`) both fans are multiplied by the product of the
+    /// trailing dimensions; a scalar counts 1 for both. A lookup table
+    /// `[rows, cols]` is a matrix like any other.
+    GlorotUniform,
+}
+
+impl Init {
+    /// A new f32 tensor of `shape` drawn from this distribution.
+    pub fn tensor<R: Rng + ?Sized>(&self, shape: impl Into<Shape>, rng: &mut R) -> Result<Tensor> {
+        let shape = shape.into();
+        let n = shape.numel().map_err(|source| tensor_err(self, source))?;
+        let data = match *self {
+            Init::Zeros => vec![0.0; n],
+            Init::Const(c) => vec![c; n],
+            Init::Uniform { low, high } => {
+                if !(low.is_finite() && high.is_finite() && low <= high) {
+                    return Err(invalid(format!(
+                        "Init::Uniform needs finite low <= high, given [{low}, {high}]"
+                    )));
+                }
+                uniform(n, low, high, rng)
+            }
+            Init::Normal { mean, std } => {
+                if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
+                    return Err(invalid(format!(
+                        "Init::Normal needs a finite mean and std >= 0, given mean {mean}, std {std}"
+                    )));
+                }
+                normal(n, mean, std, rng)
+            }
+            Init::GlorotUniform => {
+                let limit = glorot_limit(&shape);
+                uniform(n, -limit, limit, rng)
+            }
+        };
+        Tensor::from_vec(data, shape).map_err(|source| tensor_err(self, source))
+    }
+}
+
+/// `sqrt(6 / (fan_in + fan_out))` for `shape`, as documented on
+/// [`Init::GlorotUniform`].
+fn glorot_limit(shape: &Shape) -> f32 {
+    let d = shape.dims();
+    let (fan_out, fan_in) = match d {
+        [] => (1, 1),
+        [n] => (*n, *n),
+        [out, inp, rest @ ..] => {
+            let k: usize = rest.iter().product();
+            (out * k, inp * k)
+        }
+    };
+    let fans = (fan_in + fan_out).max(1) as f64;
+    (6.0 / fans).sqrt() as f32
+}
+
+fn uniform<R: Rng + ?Sized>(n: usize, low: f32, high: f32, rng: &mut R) -> Vec<f32> {
+    let width = high - low;
+    (0..n)
+        .map(|_| (low + width * rng.random::<f32>()).min(high))
+        .collect()
+}
+
+fn normal<R: Rng + ?Sized>(n: usize, mean: f32, std: f32, rng: &mut R) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        // u1 in (0, 1] keeps ln(u1) finite; each pair of uniforms gives two
+        // independent standard normals.
+        let u1 = 1.0 - rng.random::<f64>();
+        let u2 = rng.random::<f64>();
+        let r = (-2.0 * u1.ln()).sqrt();
+        let theta = std::f64::consts::TAU * u2;
+        for z in [r * theta.cos(), r * theta.sin()] {
+            if out.len() < n {
+                out.push((mean as f64 + std as f64 * z) as f32);
+            }
+        }
+    }
+    out
+}
+
+fn invalid(what: String) -> GraphError {
+    GraphError::Params(what)
+}
+
+fn tensor_err(init: &Init, source: sheaf_tensor::TensorError) -> GraphError {
+    GraphError::Tensor {
+        context: format!("initializing a parameter with {init:?}"),
+        source: Box::new(source),
+    }
+}
+
+impl ParamStore {
+    /// Adds a dense parameter of `shape` drawn from `init`.
+    pub fn add_param<R: Rng + ?Sized>(
+        &mut self,
+        name: &str,
+        shape: impl Into<Shape>,
+        init: Init,
+        rng: &mut R,
+    ) -> Result<Param> {
+        let value = init.tensor(shape, rng)?;
+        self.add(name, value)
+    }
+
+    /// Adds a `rows x cols` lookup table (sparse row gradients) drawn from
+    /// `init`.
+    pub fn add_lookup<R: Rng + ?Sized>(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        init: Init,
+        rng: &mut R,
+    ) -> Result<Param> {
+        let value = init.tensor([rows, cols], rng)?;
+        self.add_table(name, value)
+    }
+}
