@@ -339,3 +339,34 @@ fn reshape_is_a_view_and_differentiates() {
         .collect();
     check_batching(g.op(m.node()), &inst, g.node(m.node()).attr(), 0.0).unwrap();
 }
+
+/// An op whose output is far larger than any machine's memory.
+struct Huge;
+
+impl Op for Huge {
+    fn name(&self) -> &'static str {
+        "huge"
+    }
+    fn infer_shape(&self, _args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
+        Ok(Shape::from([1 << 22, 1 << 22]))
+    }
+    fn forward(&self, _cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        Ok(())
+    }
+    fn backward(&self, _cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn failed_allocation_is_an_error_naming_the_bytes() {
+    let store = ParamStore::new();
+    let mut g = Graph::new();
+    let x = g.input(vec_t(&[1.0]));
+    let op: Arc<dyn Op> = Arc::new(Huge);
+    let y = g.apply(&op, &[x], 0).unwrap();
+    let err = Sequential::new().forward(&mut g, &store, y).unwrap_err();
+    let text = err.to_string();
+    assert!(text.starts_with("huge (node #1):"), "{text}");
+    assert!(text.contains(&(4u64 << 44).to_string()), "{text}");
+}
