@@ -108,7 +108,40 @@ pub struct Backward<'a> {
     pub(crate) sparse: Vec<(usize, Vec<u32>)>,
 }
 
-impl Backward<'_> {
+impl<'a> Backward<'a> {
+    /// A backward call's context, for executors (the scheduler builds one
+    /// per batch); the fields are documented on the struct.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        backend: &'a dyn Backend,
+        args: &'a [Tensor],
+        data: &'a [u32],
+        attr: Attr,
+        seeds: &'a [u64],
+        out: &'a Tensor,
+        aux: Option<&'a Tensor>,
+        dout: &'a Tensor,
+        dargs: Vec<Option<TensorMut<'a>>>,
+    ) -> Self {
+        Backward {
+            backend,
+            args,
+            data,
+            attr,
+            seeds,
+            out,
+            aux,
+            dout,
+            dargs,
+            sparse: Vec::new(),
+        }
+    }
+
+    /// The rows declared with [`Backward::touch_rows`], per shared argument.
+    pub fn touched_rows(&self) -> &[(usize, Vec<u32>)] {
+        &self.sparse
+    }
+
     /// Number of instances in this call.
     pub fn batch(&self) -> usize {
         self.out.num_rows()
