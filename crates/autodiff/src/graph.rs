@@ -450,3 +450,75 @@ impl Node {
         self.data
     }
 }
+
+/// Access for executors (the sequential one here, the batched ones of the
+/// scheduler crate): reading leaves and settings, storing values, auxiliary
+/// buffers and gradients. Model code does not need these.
+impl Graph {
+    /// The op of a node, shared, so an executor can hold it while it
+    /// stores results into the graph.
+    pub fn op_shared(&self, node: NodeId) -> Arc<dyn Op> {
+        self.op_arc(node)
+    }
+    /// The tensor of a constant input node (`NodeKind::Input(k)`).
+    pub fn input_value(&self, k: u32) -> Option<&Tensor> {
+        self.inputs.get(k as usize)
+    }
+    /// Whether dropout is active.
+    pub fn is_train(&self) -> bool {
+        self.train
+    }
+    /// Whether NaN / infinity checking is on.
+    pub fn checks_finite(&self) -> bool {
+        self.check_finite
+    }
+    /// Makes room for values, aux buffers and gradients of every node.
+    pub fn prepare_storage(&mut self) {
+        let n = self.nodes.len();
+        self.values.resize(n, None);
+        self.aux.resize(n, None);
+    }
+    /// Stores a node's value (per-instance shape).
+    pub fn set_value(&mut self, node: NodeId, value: Tensor) {
+        if let Some(v) = self.values.get_mut(node.index()) {
+            *v = Some(value);
+        }
+    }
+    /// A node's value, if computed (by id, unchecked generation).
+    pub fn value_of(&self, node: NodeId) -> Option<&Tensor> {
+        self.values.get(node.index()).and_then(|v| v.as_ref())
+    }
+    /// Stores a node's auxiliary buffer (per-instance shape).
+    pub fn set_aux(&mut self, node: NodeId, aux: Tensor) {
+        if let Some(v) = self.aux.get_mut(node.index()) {
+            *v = Some(aux);
+        }
+    }
+    /// A node's auxiliary buffer.
+    pub fn aux_of(&self, node: NodeId) -> Option<&Tensor> {
+        self.aux.get(node.index()).and_then(|v| v.as_ref())
+    }
+    /// Marks nodes `0..n` as evaluated.
+    pub fn set_evaluated(&mut self, n: usize) {
+        self.evaluated = n.min(self.nodes.len());
+    }
+    /// Drops all gradients and makes room for new ones.
+    pub fn reset_grads(&mut self) {
+        self.grads.clear();
+        self.grads.resize(self.nodes.len(), None);
+    }
+    /// Takes a node's gradient out (to accumulate into it).
+    pub fn take_grad(&mut self, node: NodeId) -> Option<Tensor> {
+        self.grads.get_mut(node.index()).and_then(|g| g.take())
+    }
+    /// Stores a node's gradient.
+    pub fn set_grad(&mut self, node: NodeId, grad: Tensor) {
+        if let Some(g) = self.grads.get_mut(node.index()) {
+            *g = Some(grad);
+        }
+    }
+    /// A node's gradient (by id).
+    pub fn grad_of(&self, node: NodeId) -> Option<&Tensor> {
+        self.grads.get(node.index()).and_then(|g| g.as_ref())
+    }
+}

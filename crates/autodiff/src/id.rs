@@ -3,10 +3,16 @@
 use std::fmt;
 
 /// Index of a node in its graph's tape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(pub(crate) u32);
 
 impl NodeId {
+    /// The node at position `i` of a tape (positions beyond `u32::MAX`
+    /// saturate; graphs that large are rejected long before).
+    pub fn from_index(i: usize) -> NodeId {
+        NodeId(u32::try_from(i).unwrap_or(u32::MAX))
+    }
+
     /// Position in the tape (nodes are numbered in the order they were added).
     pub fn index(self) -> usize {
         self.0 as usize

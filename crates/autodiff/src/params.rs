@@ -239,6 +239,11 @@ impl ParamStore {
         self.key
     }
 
+    /// The current value of a parameter by id (for executors).
+    pub fn value_of(&self, id: ParamId) -> Result<&Tensor> {
+        self.value_by_id(id, "value")
+    }
+
     pub(crate) fn value_by_id(&self, id: ParamId, op: &'static str) -> Result<&Tensor> {
         Ok(&self.entry(id, op)?.value)
     }

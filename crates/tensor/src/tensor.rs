@@ -161,6 +161,13 @@ impl Tensor {
         self.storage.addr()
     }
 
+    /// Position of this view's first element in its storage, in elements
+    /// (two views of one storage are adjacent when one's offset is the
+    /// other's plus its element count).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
     /// Whether `self` and `other` view the same buffer.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)

@@ -1,0 +1,41 @@
+//! [`SchedError`]: what the batched executor reports.
+
+use sheaf_autodiff::{GraphError, NodeId};
+use sheaf_tensor::TensorError;
+use thiserror::Error;
+
+/// Result of planning and batched execution.
+pub type Result<T, E = SchedError> = std::result::Result<T, E>;
+
+fn ids(nodes: &[NodeId]) -> String {
+    let mut s: Vec<String> = nodes.iter().take(8).map(|n| n.to_string()).collect();
+    if nodes.len() > 8 {
+        s.push(format!("... ({} nodes)", nodes.len()));
+    }
+    s.join(", ")
+}
+
+/// Batched execution failures name the op and the nodes of the batch.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum SchedError {
+    /// A graph-level error (stale handle, loss shape, parameters).
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A kernel failed on a batch.
+    #[error("{op} batch of {} node(s) [{}]: {source}", nodes.len(), ids(nodes))]
+    Batch {
+        op: &'static str,
+        nodes: Vec<NodeId>,
+        #[source]
+        source: Box<TensorError>,
+    },
+    /// NaN / infinity checking is on and a batch produced one.
+    #[error("{op} (node {node}) produced a non-finite value ({value}) in its {what}")]
+    NonFinite {
+        op: &'static str,
+        node: NodeId,
+        what: &'static str,
+        value: f32,
+    },
+}

@@ -1,0 +1,20 @@
+//! The scheduler of sheaf: finds the nodes of a graph that can run as ONE
+//! kernel call (equal signature) and runs them, forward and backward, with
+//! results equal to the unbatched [`sheaf_autodiff::Sequential`] executor.
+//!
+//! Strategies ([`Strategy`]): `Depth` (TensorFlow Fold: equal signature at
+//! equal depth) and `Agenda` (DyNet: a ready-node agenda that runs the
+//! signature with the lowest mean depth). Switching strategy changes no
+//! model code: it is one argument of [`Executor::new`].
+#![forbid(unsafe_code)]
+#![allow(clippy::result_large_err)]
+
+mod error;
+mod exec;
+mod plan;
+mod stats;
+
+pub use error::{Result, SchedError};
+pub use exec::Executor;
+pub use plan::{plan, Batch, Plan, Strategy};
+pub use stats::PlanStats;

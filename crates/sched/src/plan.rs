@@ -1,0 +1,195 @@
+//! Planning: group the not-yet-evaluated nodes of a graph into batches of
+//! equal signature, in an order that respects every dependency. Both
+//! strategies are linear in the number of nodes and edges (depth and
+//! signature were computed when each node was added).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap;
+use sheaf_autodiff::{Cost, Graph, NodeId, NodeKind, SigId};
+
+/// How nodes are grouped into batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// One node per kernel call: the reference.
+    Sequential,
+    /// Equal signature at equal depth (TensorFlow Fold).
+    Depth,
+    /// Ready-node agenda: run the signature with the lowest mean depth,
+    /// cheap before heavy on ties (DyNet).
+    Agenda,
+}
+
+impl Strategy {
+    /// Lower-case name, for plans, benches and command lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Sequential => "sequential",
+            Strategy::Depth => "depth",
+            Strategy::Agenda => "agenda",
+        }
+    }
+}
+
+/// Nodes that run as one kernel call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The signature all nodes share.
+    pub sig: SigId,
+    /// The nodes, in the order their rows appear in the batch.
+    pub nodes: Vec<NodeId>,
+}
+
+/// Batches in execution order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The batches; every batch runs after the batches of its arguments.
+    pub batches: Vec<Batch>,
+}
+
+/// Nodes of `start..end` that a kernel computes (leaves are not planned).
+fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = NodeId> + '_ {
+    (start..end)
+        .map(NodeId::from_index)
+        .filter(move |&n| g.node(n).kind() == NodeKind::Op)
+}
+
+/// Plans nodes `start..end` of `g` with `strategy`.
+pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
+    match strategy {
+        Strategy::Sequential => Plan {
+            batches: op_nodes(g, start, end)
+                .map(|n| Batch {
+                    sig: g.node(n).sig(),
+                    nodes: vec![n],
+                })
+                .collect(),
+        },
+        Strategy::Depth => plan_depth(g, start, end),
+        Strategy::Agenda => plan_agenda(g, start, end),
+    }
+}
+
+fn plan_depth(g: &Graph, start: usize, end: usize) -> Plan {
+    let mut index: FxHashMap<(u32, SigId), usize> = FxHashMap::default();
+    let mut batches: Vec<(u32, Batch)> = Vec::new();
+    let mut max_depth = 0;
+    for n in op_nodes(g, start, end) {
+        let node = g.node(n);
+        let key = (node.depth(), node.sig());
+        max_depth = max_depth.max(node.depth());
+        let i = *index.entry(key).or_insert_with(|| {
+            batches.push((
+                node.depth(),
+                Batch {
+                    sig: node.sig(),
+                    nodes: Vec::new(),
+                },
+            ));
+            batches.len() - 1
+        });
+        batches[i].1.nodes.push(n);
+    }
+    // Counting sort by depth keeps batches of one depth in first-seen order.
+    let mut by_depth: Vec<Vec<Batch>> = vec![Vec::new(); max_depth as usize + 1];
+    for (d, b) in batches {
+        by_depth[d as usize].push(b);
+    }
+    Plan {
+        batches: by_depth.into_iter().flatten().collect(),
+    }
+}
+
+fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
+    let count = end.saturating_sub(start);
+    let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
+    // Consumers in CSR form, and how many planned arguments each node waits for.
+    let mut waiting = vec![0u32; count];
+    let mut fanout = vec![0u32; count + 1];
+    for n in op_nodes(g, start, end) {
+        for &a in g.args(n) {
+            if let Some(i) = local(a) {
+                if g.node(a).kind() == NodeKind::Op {
+                    fanout[i + 1] += 1;
+                }
+            }
+        }
+    }
+    for i in 0..count {
+        fanout[i + 1] += fanout[i];
+    }
+    let mut fill = fanout.clone();
+    let mut consumers = vec![NodeId::default(); fanout[count] as usize];
+    for n in op_nodes(g, start, end) {
+        for &a in g.args(n) {
+            if let Some(i) = local(a) {
+                if g.node(a).kind() == NodeKind::Op {
+                    consumers[fill[i] as usize] = n;
+                    fill[i] += 1;
+                    if let Some(k) = local(n) {
+                        waiting[k] += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Mean depth per signature over all planned nodes.
+    let nsig = g.signatures().len();
+    let mut depth_sum = vec![0u64; nsig];
+    let mut depth_cnt = vec![0u64; nsig];
+    for n in op_nodes(g, start, end) {
+        let node = g.node(n);
+        depth_sum[node.sig().index()] += node.depth() as u64;
+        depth_cnt[node.sig().index()] += 1;
+    }
+    let priority = |sig: SigId| {
+        let mean = depth_sum[sig.index()] as f64 / depth_cnt[sig.index()].max(1) as f64;
+        let cheap = g.signatures()[sig.index()].cost == Cost::Cheap;
+        // Non-negative f64 bits order like the values.
+        Reverse((mean.to_bits(), !cheap, sig.index()))
+    };
+    let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
+    let mut heap = BinaryHeap::new();
+    for n in op_nodes(g, start, end) {
+        if local(n).is_some_and(|k| waiting[k] == 0) {
+            let s = g.node(n).sig();
+            if ready[s.index()].is_empty() {
+                heap.push(priority(s));
+            }
+            ready[s.index()].push(n);
+        }
+    }
+    let mut batches = Vec::new();
+    while let Some(Reverse((_, _, s))) = heap.pop() {
+        let nodes = std::mem::take(&mut ready[s]);
+        if nodes.is_empty() {
+            continue;
+        }
+        let sig = g.node(nodes[0]).sig();
+        let unbatchable = !g.signatures()[s].batchable;
+        for &n in &nodes {
+            let Some(i) = local(n) else { continue };
+            for &c in &consumers[fanout[i] as usize..fanout[i + 1] as usize] {
+                let Some(k) = local(c) else { continue };
+                waiting[k] -= 1;
+                if waiting[k] == 0 {
+                    let cs = g.node(c).sig();
+                    if ready[cs.index()].is_empty() {
+                        heap.push(priority(cs));
+                    }
+                    ready[cs.index()].push(c);
+                }
+            }
+        }
+        if unbatchable {
+            batches.extend(nodes.into_iter().map(|n| Batch {
+                sig,
+                nodes: vec![n],
+            }));
+        } else {
+            batches.push(Batch { sig, nodes });
+        }
+    }
+    Plan { batches }
+}

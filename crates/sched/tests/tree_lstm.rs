@@ -1,0 +1,197 @@
+//! A Tree-LSTM over random binary trees: Depth and Agenda equal Sequential
+//! (values and gradients), and run the internal cell in max-height batches.
+
+use rand_free::Lcg;
+use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Sequential};
+use sheaf_sched::{Executor, Strategy};
+use sheaf_tensor::Tensor;
+
+mod rand_free {
+    /// A tiny deterministic generator, so the test needs no RNG crate.
+    pub struct Lcg(pub u64);
+    impl Lcg {
+        pub fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        pub fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        pub fn unit(&mut self) -> f32 {
+            (self.next() % 20001) as f32 / 10000.0 - 1.0
+        }
+    }
+}
+
+enum Tree {
+    Leaf(u32),
+    Node(Box<Tree>, Box<Tree>),
+}
+
+fn random_tree(rng: &mut Lcg, leaves: usize, vocab: u64) -> Tree {
+    if leaves == 1 {
+        return Tree::Leaf(rng.below(vocab) as u32);
+    }
+    let left = 1 + rng.below(leaves as u64 - 1) as usize;
+    Tree::Node(
+        Box::new(random_tree(rng, left, vocab)),
+        Box::new(random_tree(rng, leaves - left, vocab)),
+    )
+}
+
+fn height(t: &Tree) -> usize {
+    match t {
+        Tree::Leaf(_) => 0,
+        Tree::Node(l, r) => 1 + height(l).max(height(r)),
+    }
+}
+
+struct Model {
+    emb: Param,
+    w_leaf: Param,
+    b_leaf: Param,
+    u: Param,
+    b_int: Param,
+    w_out: Param,
+    b_out: Param,
+}
+
+fn tensor(rng: &mut Lcg, shape: &[usize], scale: f32) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec(
+        (0..n).map(|_| rng.unit() * scale).collect::<Vec<_>>(),
+        sheaf_tensor::Shape::new(shape).unwrap(),
+    )
+    .unwrap()
+}
+
+fn model(store: &mut ParamStore, rng: &mut Lcg, vocab: usize, e: usize, h: usize) -> Model {
+    Model {
+        emb: store
+            .add_table("emb", tensor(rng, &[vocab, e], 0.5))
+            .unwrap(),
+        w_leaf: store.add("w_leaf", tensor(rng, &[3 * h, e], 0.3)).unwrap(),
+        b_leaf: store.add("b_leaf", tensor(rng, &[3 * h], 0.1)).unwrap(),
+        u: store.add("u", tensor(rng, &[5 * h, 2 * h], 0.3)).unwrap(),
+        b_int: store.add("b_int", tensor(rng, &[5 * h], 0.1)).unwrap(),
+        w_out: store.add("w_out", tensor(rng, &[5, h], 0.3)).unwrap(),
+        b_out: store.add("b_out", tensor(rng, &[5], 0.1)).unwrap(),
+    }
+}
+
+/// Builds one tree; returns its state and pushes a loss per node.
+fn build(g: &mut Graph, m: &Model, t: &Tree, label: u32, losses: &mut Vec<Expr>) -> Expr {
+    let state = match t {
+        Tree::Leaf(w) => {
+            let (emb, wl, bl) = (g.param(&m.emb), g.param(&m.w_leaf), g.param(&m.b_leaf));
+            let x = g.lookup(emb, *w).unwrap();
+            let gates = g.affine(bl, &[(wl, x)]).unwrap();
+            g.tree_lstm_leaf(gates).unwrap()
+        }
+        Tree::Node(l, r) => {
+            let sl = build(g, m, l, (label + 1) % 5, losses);
+            let sr = build(g, m, r, (label + 2) % 5, losses);
+            let (hl, hr) = (g.cell_h(sl).unwrap(), g.cell_h(sr).unwrap());
+            let hh = g.concat(&[hl, hr]).unwrap();
+            let (u, bi) = (g.param(&m.u), g.param(&m.b_int));
+            let gates = g.affine(bi, &[(u, hh)]).unwrap();
+            g.tree_lstm_node(gates, sl, sr).unwrap()
+        }
+    };
+    let h = g.cell_h(state).unwrap();
+    let (wo, bo) = (g.param(&m.w_out), g.param(&m.b_out));
+    let logits = g.affine(bo, &[(wo, h)]).unwrap();
+    losses.push(g.pick_neg_log_softmax(logits, label).unwrap());
+    state
+}
+
+fn close(a: &[f32], b: &[f32], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-4 * (1.0 + x.abs().max(y.abs())),
+            "{what}[{i}]: {x} vs {y}"
+        );
+    }
+}
+
+#[test]
+fn batched_tree_lstm_equals_sequential() {
+    let mut rng = Lcg(7);
+    let mut store = ParamStore::new();
+    let m = model(&mut store, &mut rng, 50, 12, 7);
+    let trees: Vec<Tree> = (0..12)
+        .map(|i| random_tree(&mut rng, 1 + i * 3 % 17, 50))
+        .collect();
+    let run = |strategy: Option<Strategy>, store: &mut ParamStore| {
+        store.zero_grads().unwrap();
+        let mut g = Graph::new();
+        let mut losses = Vec::new();
+        let mut states = Vec::new();
+        for (i, t) in trees.iter().enumerate() {
+            states.push(build(&mut g, &m, t, i as u32 % 5, &mut losses));
+        }
+        let loss = g.sum(&losses).unwrap();
+        let values: Vec<f32> = match strategy {
+            None => {
+                let s = Sequential::new();
+                s.backward(&mut g, store, loss).unwrap();
+                s.forward(&mut g, store, loss).unwrap().to_vec().unwrap()
+            }
+            Some(st) => {
+                let mut e = Executor::new(st);
+                e.forward(&mut g, store, loss).unwrap();
+                e.backward(&mut g, store, loss).unwrap();
+                g.value(loss).unwrap().to_vec().unwrap()
+            }
+        };
+        let mut grads = Vec::new();
+        for p in store.params() {
+            grads.push(store.grad(&p).unwrap().to_vec::<f32>().unwrap());
+        }
+        let mut state_vals = Vec::new();
+        for s in &states {
+            state_vals.extend(g.value(*s).unwrap().to_vec::<f32>().unwrap());
+            state_vals.extend(g.grad(*s).unwrap().to_vec::<f32>().unwrap());
+        }
+        (values, grads, state_vals)
+    };
+    let reference = run(None, &mut store);
+    for st in [Strategy::Depth, Strategy::Agenda] {
+        let got = run(Some(st), &mut store);
+        close(&got.0, &reference.0, &format!("{st:?} loss"));
+        for (i, (a, b)) in got.1.iter().zip(&reference.1).enumerate() {
+            close(a, b, &format!("{st:?} grad of param {i}"));
+        }
+        close(
+            &got.2,
+            &reference.2,
+            &format!("{st:?} states and their grads"),
+        );
+    }
+}
+
+#[test]
+fn depth_runs_internal_cells_in_max_height_batches() {
+    let mut rng = Lcg(11);
+    let mut store = ParamStore::new();
+    let m = model(&mut store, &mut rng, 30, 6, 4);
+    let trees: Vec<Tree> = (0..16).map(|_| random_tree(&mut rng, 32, 30)).collect();
+    let max_h = trees.iter().map(height).max().unwrap();
+    let mut g = Graph::new();
+    let mut losses = Vec::new();
+    for t in &trees {
+        build(&mut g, &m, t, 1, &mut losses);
+    }
+    let loss = g.sum(&losses).unwrap();
+    let mut e = Executor::new(Strategy::Depth);
+    e.forward(&mut g, &store, loss).unwrap();
+    let (batches, nodes) = e.stats().per_op["tree_lstm_node"];
+    assert_eq!(nodes, 16 * 31);
+    assert!(batches <= max_h, "{batches} batches for height {max_h}");
+    let (leaf_batches, _) = e.stats().per_op["tree_lstm_leaf"];
+    assert_eq!(leaf_batches, 1);
+}
