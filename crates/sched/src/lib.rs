@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
+mod dot;
 mod error;
 mod exec;
 mod plan;
