@@ -7,3 +7,5 @@
 pub mod measure;
 pub mod peak;
 pub mod report;
+pub mod sst;
+pub mod w1;

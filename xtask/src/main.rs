@@ -2,6 +2,7 @@
 //!
 //! - `cargo xtask bench kernels [--quick]`: CPU kernel figures next to the
 //!   same-run sgemm peak, appended to `target/bench/results.jsonl`.
+//! - `cargo xtask bench W1 [--quick]`: Tree-LSTM training on SST per strategy.
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -36,6 +37,9 @@ enum Suite {
     Kernels,
     /// Every criterion micro-bench in `benches/benches`.
     Criterion,
+    /// W1: Tree-LSTM training on SST, trees/s per strategy.
+    #[value(name = "W1", alias = "w1")]
+    W1,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +59,21 @@ fn main() -> ExitCode {
                         "sheaf-benches",
                         "--bin",
                         "bench-kernels",
+                        "--",
+                    ]);
+                    if quick {
+                        cmd.arg("--quick");
+                    }
+                }
+                Suite::W1 => {
+                    cmd.args([
+                        "run",
+                        "--release",
+                        "--quiet",
+                        "-p",
+                        "sheaf-benches",
+                        "--bin",
+                        "bench-w1",
                         "--",
                     ]);
                     if quick {

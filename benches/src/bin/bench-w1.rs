@@ -1,0 +1,121 @@
+//! `cargo xtask bench W1 [--quick]`: Tree-LSTM training throughput on SST
+//! (trees/s, useful GFLOP/s, utilisation against the same-run sgemm peak)
+//! for sequential, depth and agenda at 1 and 2 threads.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use clap::Parser;
+use sheaf_autodiff::{Graph, ParamStore};
+use sheaf_benches::measure::{with_threads, Budget};
+use sheaf_benches::peak::sgemm_peak_gflops;
+use sheaf_benches::report::{default_results_path, Report};
+use sheaf_benches::sst::parse;
+use sheaf_benches::w1::{optimizer, strategies, train_flops, train_step, Model};
+use sheaf_sched::Executor;
+
+#[derive(Parser, Debug)]
+#[command(about = "W1: Tree-LSTM training on SST, trees/s per strategy")]
+struct Args {
+    /// 512 timed trees instead of 2048 (and a shorter peak measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Thread counts to run.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Where to append the JSON lines.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+const BATCH: usize = 64;
+
+fn main() {
+    let args = Args::parse();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/sst/train.txt");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("cannot read {path}: {e}");
+        std::process::exit(1)
+    });
+    let mut vocab = HashMap::new();
+    let trees = parse(&text, &mut vocab, true).unwrap_or_else(|e| {
+        eprintln!("{path}: {e}");
+        std::process::exit(1)
+    });
+    let timed = if args.quick { 512 } else { 2048 };
+    let warm = &trees[0..128];
+    let measured = &trees[128..128 + timed];
+    let flops: f64 = measured.iter().map(train_flops).sum();
+    println!(
+        "W1: {} training trees, vocabulary {}, timed trees 128..{} ({:.1} useful MFLOP/tree)",
+        trees.len(),
+        vocab.len(),
+        128 + timed,
+        flops / timed as f64 / 1e6
+    );
+    let budget = if args.quick {
+        Budget::quick()
+    } else {
+        Budget::full()
+    };
+    let mut report = Report::new();
+    println!(
+        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>8}",
+        "impl", "threads", "trees/s", "GFLOP/s", "peak", "util"
+    );
+    for &threads in &args.threads {
+        let peak = sgemm_peak_gflops(threads, budget);
+        for (name, strategy) in strategies() {
+            let result = with_threads(threads, || -> Result<f64, String> {
+                let mut store = ParamStore::new();
+                let model = Model::new(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+                let mut opt = optimizer();
+                let mut g = Graph::new();
+                let mut exec = strategy.map(Executor::new);
+                for chunk in warm.chunks(BATCH) {
+                    train_step(&model, &mut store, &mut opt, &mut g, exec.as_mut(), chunk)?;
+                }
+                let start = Instant::now();
+                for chunk in measured.chunks(BATCH) {
+                    train_step(&model, &mut store, &mut opt, &mut g, exec.as_mut(), chunk)?;
+                }
+                Ok(start.elapsed().as_secs_f64())
+            });
+            let secs = match result {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("{name}: {e}");
+                    std::process::exit(1)
+                }
+            };
+            let rate = timed as f64 / secs;
+            let gflops = flops / secs / 1e9;
+            println!(
+                "{name:>11} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}%",
+                100.0 * gflops / peak
+            );
+            report.add(
+                "W1",
+                name,
+                threads,
+                BATCH,
+                "throughput",
+                rate,
+                "trees/s",
+                peak,
+                Some(gflops),
+                &format!("{timed} trees, utilisation {:.3}", gflops / peak),
+            );
+        }
+    }
+    let path = args.out.unwrap_or_else(default_results_path);
+    if let Err(e) = report.append_jsonl(&path) {
+        eprintln!("cannot write {}: {e}", path.display());
+        std::process::exit(1);
+    }
+    println!(
+        "appended {} results to {}",
+        report.records().len(),
+        path.display()
+    );
+}
