@@ -2,57 +2,12 @@
 //! halves `cell_c` / `cell_h`: values against plain formulas, gradients
 //! against finite differences, batched calls against single ones, errors.
 
-use std::sync::Arc;
+mod common;
 
-use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
+use common::{check, value, vec_t};
 use sheaf_autodiff::testing::{check_batching, Instance};
-use sheaf_autodiff::{
-    ArgRole, Attr, Backward, Cost, Expr, Forward, Graph, Op, ParamStore, Sequential, ShapeError,
-};
-use sheaf_tensor::{Shape, Tensor};
-
-/// Sum of all elements of a stacked `[b, n]` block (as in tests/core.rs).
-struct SumAll;
-
-impl Op for SumAll {
-    fn name(&self) -> &'static str {
-        "sum_all"
-    }
-    fn arg_role(&self, _i: usize, _n: usize) -> ArgRole {
-        ArgRole::Stack
-    }
-    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
-        match args {
-            [_] => Ok(Shape::from([1])),
-            _ => Err(ShapeError::expected("one argument")),
-        }
-    }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let x = cx.args[0].as_slice::<f32>()?;
-        let b = cx.out.num_rows();
-        let n = x.len() / b.max(1);
-        let out = cx.out.into_mut_slice::<f32>()?;
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = x[r * n..(r + 1) * n].iter().sum();
-        }
-        Ok(())
-    }
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let dy = cx.dout.to_vec::<f32>()?;
-        if let Some(dx) = cx.dargs[0].as_mut() {
-            let dx = dx.as_mut_slice::<f32>()?;
-            let n = dx.len() / dy.len().max(1);
-            for (r, d) in dy.iter().enumerate() {
-                dx[r * n..(r + 1) * n].iter_mut().for_each(|v| *v += d);
-            }
-        }
-        Ok(())
-    }
-}
-
-fn vec_t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
-}
+use sheaf_autodiff::{Cost, Expr, Graph};
+use sheaf_tensor::Tensor;
 
 /// Deterministic values in about [-scale, scale].
 fn values(n: usize, salt: f32, scale: f32) -> Vec<f32> {
@@ -65,19 +20,6 @@ fn sig(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
-
-/// Gradient check of `build` with every input a parameter.
-fn check(build: &Build, inputs: &[Vec<f32>]) {
-    let mut store = ParamStore::new();
-    let params: Vec<_> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| store.add(&format!("x{i}"), vec_t(v)).unwrap())
-        .collect();
-    check_gradients(&mut store, &params, build, GradCheck::default()).unwrap();
-}
-
 /// `sum(w * x)` with fixed, distinct weights, so that swapped or dropped
 /// parts of an output show up in the gradients (a plain sum would weigh
 /// `c` and `h` alike).
@@ -85,17 +27,13 @@ fn weighted_loss(g: &mut Graph, x: Expr, salt: f32) -> sheaf_autodiff::Result<Ex
     let n = g.shape(x)?.dims()[0];
     let w = g.input(vec_t(&values(n, salt, 1.0)));
     let y = g.cmult(x, w)?;
-    g.apply(&(Arc::new(SumAll) as Arc<dyn Op>), &[y], 0)
+    g.sum_elems(y)
 }
 
 fn forward(build: impl FnOnce(&mut Graph) -> Expr) -> Vec<f32> {
     let mut g = Graph::new();
     let e = build(&mut g);
-    Sequential::new()
-        .forward(&mut g, &ParamStore::new(), e)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
+    value(&mut g, e)
 }
 
 fn assert_close(got: &[f32], want: &[f32]) {

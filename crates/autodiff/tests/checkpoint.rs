@@ -3,98 +3,21 @@
 //! every kind of bad file (truncated, flipped bytes, missing tensors, wrong
 //! shapes and dtypes) reported as an error, never a panic.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use common::Lookup;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use sheaf_autodiff::{
-    Adagrad, Adam, ArgRole, Attr, Backward, Forward, Graph, Init, Op, Optimizer, Param, ParamStore,
-    Sequential, Sgd, ShapeError,
+    Adagrad, Adam, Graph, Init, Op, Optimizer, Param, ParamStore, Sequential, Sgd,
 };
-use sheaf_tensor::{Shape, Tensor};
-
-/// Sum of all elements of a stacked `[b, n]` block (as in tests/core.rs).
-struct SumAll;
-
-impl Op for SumAll {
-    fn name(&self) -> &'static str {
-        "sum_all"
-    }
-    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
-        match args {
-            [_] => Ok(Shape::from([1])),
-            _ => Err(ShapeError::expected("one argument")),
-        }
-    }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let x = cx.args[0].as_slice::<f32>()?;
-        let b = cx.out.num_rows();
-        let n = x.len() / b.max(1);
-        let out = cx.out.into_mut_slice::<f32>()?;
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = x[r * n..(r + 1) * n].iter().sum();
-        }
-        Ok(())
-    }
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let dy = cx.dout.to_vec::<f32>()?;
-        if let Some(dx) = cx.dargs[0].as_mut() {
-            let dx = dx.as_mut_slice::<f32>()?;
-            let n = dx.len() / dy.len().max(1);
-            for (r, d) in dy.iter().enumerate() {
-                dx[r * n..(r + 1) * n].iter_mut().for_each(|v| *v += d);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Row `data` of a shared table, written back sparsely (`touch_rows`).
-struct Lookup;
-
-impl Op for Lookup {
-    fn name(&self) -> &'static str {
-        "test_lookup"
-    }
-    fn arg_role(&self, _i: usize, _n: usize) -> ArgRole {
-        ArgRole::Share
-    }
-    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
-        match args {
-            [t] if t.rank() == 2 => Ok(Shape::from([t.dims()[1]])),
-            _ => Err(ShapeError::expected("one table")),
-        }
-    }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let t = cx.args[0].as_slice::<f32>()?;
-        let cols = cx.args[0].row_len();
-        let out = cx.out.into_mut_slice::<f32>()?;
-        for (b, &r) in cx.data.iter().enumerate() {
-            let r = r as usize;
-            out[b * cols..(b + 1) * cols].copy_from_slice(&t[r * cols..(r + 1) * cols]);
-        }
-        Ok(())
-    }
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let dy = cx.dout.to_vec::<f32>()?;
-        let data = cx.data;
-        if let Some(dt) = cx.dargs[0].as_mut() {
-            let cols = dt.row_len();
-            let dt = dt.as_mut_slice::<f32>()?;
-            for (b, &r) in data.iter().enumerate() {
-                for c in 0..cols {
-                    dt[r as usize * cols + c] += dy[b * cols + c];
-                }
-            }
-            cx.touch_rows(0, data);
-        }
-        Ok(())
-    }
-}
+use sheaf_tensor::Tensor;
 
 struct Model {
     emb: Param,
@@ -126,7 +49,6 @@ fn model(store: &mut ParamStore, seed: u64) -> Model {
 /// One deterministic training step k: y = tanh(sum(E[r] * w) + b) for two
 /// rows r chosen by k, squared error against targets chosen by k.
 fn train_step(store: &mut ParamStore, m: &Model, opt: &mut Optimizer, k: u32) {
-    let sum: Arc<dyn Op> = Arc::new(SumAll);
     let lookup: Arc<dyn Op> = Arc::new(Lookup);
     let mut g = Graph::new();
     let (e, w, b) = (g.param(&m.emb), g.param(&m.w), g.param(&m.b));
@@ -134,7 +56,7 @@ fn train_step(store: &mut ParamStore, m: &Model, opt: &mut Optimizer, k: u32) {
     for (r, target) in [(k % 8, 0.5), ((3 * k + 1) % 8, -0.25)] {
         let x = g.apply_with_data(&lookup, &[e], 0, r).unwrap();
         let p = g.cmult(x, w).unwrap();
-        let s = g.apply(&sum, &[p], 0).unwrap();
+        let s = g.sum_elems(p).unwrap();
         let s = g.add(s, b).unwrap();
         let y = g.tanh(s).unwrap();
         let t = g.input(Tensor::from_slice(&[target], [1]).unwrap());

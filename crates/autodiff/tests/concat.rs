@@ -1,92 +1,11 @@
 //! Vectors: `concat` and `slice`.
 
-use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
-use sheaf_autodiff::testing::{check_batching, Instance};
-use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore, Sequential};
-use sheaf_tensor::{Shape, Tensor};
+mod common;
 
-type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
-
-/// Deterministic, varied values in about [-1, 1].
-fn vals(n: usize, salt: f32) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as f32 + 1.0) * 0.73 + salt * 1.37).sin())
-        .collect()
-}
-
-fn tensor(shape: &[usize], salt: f32) -> Tensor {
-    let n = shape.iter().product();
-    Tensor::from_vec(vals(n, salt), Shape::new(shape).unwrap()).unwrap()
-}
-
-/// A scalar loss that weighs every element of `y` differently, so a
-/// gradient routed to the wrong element is caught: `sum(y * c)`.
-fn loss(g: &mut Graph, y: Expr) -> sheaf_autodiff::Result<Expr> {
-    let shape = g.shape(y)?;
-    let c = g.input(tensor(shape.dims(), 9.0));
-    let h = g.cmult(y, c)?;
-    g.sum_elems(h)
-}
-
-/// Finite-difference check of `build` with parameters of the given shapes.
-/// Every parameter is also used by a later node (`sum_elems(tanh(p))`,
-/// whose backward runs first), so an op that overwrites its arguments'
-/// gradients instead of adding to them fails the check.
-fn check(build: &Build, shapes: &[&[usize]]) {
-    let mut store = ParamStore::new();
-    let params: Vec<_> = shapes
-        .iter()
-        .enumerate()
-        .map(|(i, s)| store.add(&format!("x{i}"), tensor(s, i as f32)).unwrap())
-        .collect();
-    let with_other_uses = |g: &mut Graph, p: &[Expr]| {
-        let mut terms = vec![build(g, p)?];
-        for &x in p {
-            let t = g.tanh(x)?;
-            terms.push(g.sum_elems(t)?);
-        }
-        g.sum(&terms)
-    };
-    check_gradients(&mut store, &params, &with_other_uses, GradCheck::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// Instances for `check_batching`: stacked arguments vary per instance,
-/// `shared` ones (by index) are the same in every instance.
-fn instances(shapes: &[&[usize]], shared: &[usize], b: usize) -> Vec<Instance> {
-    (0..b)
-        .map(|k| Instance {
-            args: shapes
-                .iter()
-                .enumerate()
-                .map(|(j, s)| {
-                    let salt = if shared.contains(&j) {
-                        0.0
-                    } else {
-                        k as f32 * 3.1
-                    };
-                    tensor(s, j as f32 + salt)
-                })
-                .collect(),
-            data: 0,
-            seed: k as u64,
-        })
-        .collect()
-}
-
-/// The forward value of `e` as a vector.
-fn value(g: &mut Graph, e: Expr) -> Vec<f32> {
-    let store = ParamStore::new();
-    Sequential::new()
-        .forward(g, &store, e)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
-}
-
-fn vec_t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
-}
+use common::{check_shapes, instances, loss, tensor, value, vec_t};
+use sheaf_autodiff::testing::check_batching;
+use sheaf_autodiff::{Expr, Graph, GraphError};
+use sheaf_tensor::Shape;
 
 #[test]
 fn concat_and_slice_values() {
@@ -108,7 +27,7 @@ fn concat_and_slice_values() {
 
 #[test]
 fn concat_and_slice_gradients() {
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.concat(&[p[0], p[1], p[2]])?;
             let t = g.tanh(y)?;
@@ -117,14 +36,14 @@ fn concat_and_slice_gradients() {
         &[&[2], &[3], &[1]],
     );
     // A vector concatenated with itself.
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.concat(&[p[0], p[1], p[0]])?;
             loss(g, y)
         },
         &[&[3], &[2]],
     );
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.slice(p[0], 2, 5)?;
             let t = g.tanh(y)?;
@@ -133,7 +52,7 @@ fn concat_and_slice_gradients() {
         &[&[7]],
     );
     // Overlapping slices of one vector accumulate.
-    check(
+    check_shapes(
         &|g, p| {
             let a = g.slice(p[0], 0, 4)?;
             let b = g.slice(p[0], 2, 6)?;

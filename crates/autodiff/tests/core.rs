@@ -1,14 +1,16 @@
 //! The tape itself: lazy building, shape errors, handles, incremental
 //! forward, gradients of the elementwise ops, threads.
 
+mod common;
+
 use std::sync::Arc;
 
-use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
+use common::{check, vec_t};
 use sheaf_autodiff::{
     ArgRole, Attr, Backward, Expr, Forward, Graph, GraphError, Op, ParamStore, Sequential,
     ShapeError,
 };
-use sheaf_tensor::{Shape, Tensor};
+use sheaf_tensor::Shape;
 
 /// Sum of all elements of a stacked `[b, n]` block: a user-defined op,
 /// written through the public trait exactly as a user would.
@@ -52,10 +54,6 @@ impl Op for SumAll {
 
 fn sum_all() -> Arc<dyn Op> {
     Arc::new(SumAll)
-}
-
-fn vec_t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
 }
 
 #[test]
@@ -121,18 +119,6 @@ fn forward_values_and_incremental_forward() {
 
 type UnaryFn = fn(&mut Graph, Expr) -> sheaf_autodiff::Result<Expr>;
 type BinaryFn = fn(&mut Graph, Expr, Expr) -> sheaf_autodiff::Result<Expr>;
-type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
-
-fn check(build: &Build, inputs: &[&[f32]]) {
-    let mut store = ParamStore::new();
-    let params: Vec<_> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| store.add(&format!("x{i}"), vec_t(v)).unwrap())
-        .collect();
-    check_gradients(&mut store, &params, build, GradCheck::default()).unwrap();
-}
-
 #[test]
 fn elementwise_gradients_match_finite_differences() {
     let x: &[f32] = &[0.3, -0.7, 1.1, -0.2, 0.05];

@@ -3,8 +3,11 @@
 //! gradients against finite differences, batched calls against single ones,
 //! and shape errors. (The same op is the example of the crate docs.)
 
+mod common;
+
 use std::sync::Arc;
 
+use common::vec_t;
 use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
 use sheaf_autodiff::testing::{check_batching, Instance};
 use sheaf_autodiff::{
@@ -93,10 +96,6 @@ impl Op for SumAll {
         }
         Ok(())
     }
-}
-
-fn vec_t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
 }
 
 fn swish_ref(x: f32) -> f32 {

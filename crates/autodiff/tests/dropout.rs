@@ -1,82 +1,11 @@
 //! Dropout: reproducible per-instance masks, evaluation mode, gradients.
 
-use std::sync::Arc;
+mod common;
 
-use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
+use common::{check, vec_t, wavy};
 use sheaf_autodiff::testing::{check_batching, Instance};
-use sheaf_autodiff::{
-    ArgRole, Attr, Backward, Expr, Forward, Graph, GraphError, Op, ParamStore, Sequential,
-    ShapeError,
-};
-use sheaf_tensor::{Shape, Tensor};
-
-/// Sum of all elements of a stacked `[b, n]` block (as in core.rs): the
-/// scalar loss of the gradient checks.
-struct SumAll;
-
-impl Op for SumAll {
-    fn name(&self) -> &'static str {
-        "sum_all"
-    }
-    fn arg_role(&self, _i: usize, _n: usize) -> ArgRole {
-        ArgRole::Stack
-    }
-    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
-        match args {
-            [_] => Ok(Shape::from([1])),
-            _ => Err(ShapeError::expected("one argument")),
-        }
-    }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let x = cx.args[0].as_slice::<f32>()?;
-        let b = cx.out.num_rows();
-        let n = x.len() / b.max(1);
-        let out = cx.out.into_mut_slice::<f32>()?;
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = x[r * n..(r + 1) * n].iter().sum();
-        }
-        Ok(())
-    }
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let dy = cx.dout.to_vec::<f32>()?;
-        if let Some(dx) = cx.dargs[0].as_mut() {
-            let dx = dx.as_mut_slice::<f32>()?;
-            let n = dx.len() / dy.len().max(1);
-            for (r, d) in dy.iter().enumerate() {
-                dx[r * n..(r + 1) * n].iter_mut().for_each(|v| *v += d);
-            }
-        }
-        Ok(())
-    }
-}
-
-fn sum_all() -> Arc<dyn Op> {
-    Arc::new(SumAll)
-}
-
-fn vec_t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
-}
-
-/// `n` values in about [-1, 1], different for each `salt`.
-fn wavy(n: usize, salt: f32) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as f32 * 1.37 + salt) * 0.91).sin())
-        .collect()
-}
-
-type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
-
-/// Finite-difference check of `build` with dense parameters `x0, x1, ...`.
-fn check(build: &Build, inputs: &[&[f32]]) {
-    let mut store = ParamStore::new();
-    let params: Vec<_> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| store.add(&format!("x{i}"), vec_t(v)).unwrap())
-        .collect();
-    check_gradients(&mut store, &params, build, GradCheck::default()).unwrap();
-}
+use sheaf_autodiff::{Graph, GraphError, ParamStore, Sequential, ShapeError};
+use sheaf_tensor::Shape;
 
 /// Output of `dropout(x, p)` on a fresh graph with the given seed and mode.
 fn run(x: &[f32], p: f32, seed: u64, train: bool) -> Vec<f32> {
@@ -123,7 +52,7 @@ fn evaluation_mode_is_the_identity() {
     let y = g.dropout(xe, 0.5).unwrap();
     let w = g.input(vec_t(&wavy(1000, 4.0)));
     let h = g.cmult(y, w).unwrap();
-    let loss = g.apply(&sum_all(), &[h], 0).unwrap();
+    let loss = g.sum_elems(h).unwrap();
     Sequential::new().backward(&mut g, &store, loss).unwrap();
     assert_eq!(
         store.grad(&px).unwrap().to_vec::<f32>().unwrap(),
@@ -166,7 +95,7 @@ fn gradient_is_mask_times_dy() {
     let y = g.dropout(x, p).unwrap();
     let w = g.input(vec_t(&ws));
     let h = g.cmult(y, w).unwrap();
-    let loss = g.apply(&sum_all(), &[h], 0).unwrap();
+    let loss = g.sum_elems(h).unwrap();
     Sequential::new().backward(&mut g, &store, loss).unwrap();
     let out = g.value(y).unwrap().to_vec::<f32>().unwrap();
     let dx = store.grad(&px).unwrap().to_vec::<f32>().unwrap();
@@ -182,13 +111,12 @@ fn gradient_is_mask_times_dy() {
 #[test]
 fn dropout_gradients_match_finite_differences() {
     // Gradient checks run every graph with seed 0: the masks repeat.
-    let s = sum_all();
     check(
         &move |g, p| {
             let y = g.dropout(p[0], 0.5)?;
             let h = g.tanh(y)?;
             let h = g.cmult(h, p[0])?;
-            g.apply(&s, &[h], 0)
+            g.sum_elems(h)
         },
         &[&wavy(40, 0.2)],
     );

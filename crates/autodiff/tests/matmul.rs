@@ -1,98 +1,11 @@
 //! Matrix products: `matmul`, `affine`, `linear`, `linear_sum`.
 
-use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
-use sheaf_autodiff::testing::{check_batching, Instance};
-use sheaf_autodiff::{Expr, Graph, ParamStore, Sequential};
+mod common;
+
+use common::{assert_close, check_shapes, instances, loss, tensor, value};
+use sheaf_autodiff::testing::check_batching;
+use sheaf_autodiff::{Expr, Graph};
 use sheaf_tensor::{Shape, Tensor};
-
-type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
-
-/// Deterministic, varied values in about [-1, 1].
-fn vals(n: usize, salt: f32) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as f32 + 1.0) * 0.73 + salt * 1.37).sin())
-        .collect()
-}
-
-fn tensor(shape: &[usize], salt: f32) -> Tensor {
-    let n = shape.iter().product();
-    Tensor::from_vec(vals(n, salt), Shape::new(shape).unwrap()).unwrap()
-}
-
-/// A scalar loss that weighs every element of `y` differently, so a
-/// gradient routed to the wrong element is caught: `sum(y * c)`.
-fn loss(g: &mut Graph, y: Expr) -> sheaf_autodiff::Result<Expr> {
-    let shape = g.shape(y)?;
-    let c = g.input(tensor(shape.dims(), 9.0));
-    let h = g.cmult(y, c)?;
-    g.sum_elems(h)
-}
-
-/// Finite-difference check of `build` with parameters of the given shapes.
-/// Every parameter is also used by a later node (`sum_elems(tanh(p))`,
-/// whose backward runs first), so an op that overwrites its arguments'
-/// gradients instead of adding to them fails the check.
-fn check(build: &Build, shapes: &[&[usize]]) {
-    let mut store = ParamStore::new();
-    let params: Vec<_> = shapes
-        .iter()
-        .enumerate()
-        .map(|(i, s)| store.add(&format!("x{i}"), tensor(s, i as f32)).unwrap())
-        .collect();
-    let with_other_uses = |g: &mut Graph, p: &[Expr]| {
-        let mut terms = vec![build(g, p)?];
-        for &x in p {
-            let t = g.tanh(x)?;
-            terms.push(g.sum_elems(t)?);
-        }
-        g.sum(&terms)
-    };
-    check_gradients(&mut store, &params, &with_other_uses, GradCheck::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// Instances for `check_batching`: stacked arguments vary per instance,
-/// `shared` ones (by index) are the same in every instance.
-fn instances(shapes: &[&[usize]], shared: &[usize], b: usize) -> Vec<Instance> {
-    (0..b)
-        .map(|k| Instance {
-            args: shapes
-                .iter()
-                .enumerate()
-                .map(|(j, s)| {
-                    let salt = if shared.contains(&j) {
-                        0.0
-                    } else {
-                        k as f32 * 3.1
-                    };
-                    tensor(s, j as f32 + salt)
-                })
-                .collect(),
-            data: 0,
-            seed: k as u64,
-        })
-        .collect()
-}
-
-/// The forward value of `e` as a vector.
-fn value(g: &mut Graph, e: Expr) -> Vec<f32> {
-    let store = ParamStore::new();
-    Sequential::new()
-        .forward(g, &store, e)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
-}
-
-fn assert_close(got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-    for (a, b) in got.iter().zip(want) {
-        assert!(
-            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-            "{got:?} vs {want:?}"
-        );
-    }
-}
 
 #[test]
 fn matmul_values() {
@@ -110,14 +23,14 @@ fn matmul_values() {
 
 #[test]
 fn matmul_gradients() {
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.matmul(p[0], p[1])?;
             loss(g, y)
         },
         &[&[3, 4], &[4, 2]],
     );
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.matmul(p[0], p[1])?;
             loss(g, y)
@@ -125,7 +38,7 @@ fn matmul_gradients() {
         &[&[3, 4], &[4]],
     );
     // A repeated argument (a square matrix times itself), through a node.
-    check(
+    check_shapes(
         &|g, p| {
             let t = g.tanh(p[0])?;
             let y = g.matmul(t, t)?;
@@ -202,7 +115,7 @@ fn affine_values() {
 #[test]
 fn affine_gradients() {
     // bias, W1, x1, W2, x2; the inputs also through a node (tanh).
-    check(
+    check_shapes(
         &|g, p| {
             let x2 = g.tanh(p[4])?;
             let y = g.affine(p[0], &[(p[1], p[2]), (p[3], x2)])?;
@@ -210,14 +123,14 @@ fn affine_gradients() {
         },
         &[&[3], &[3, 4], &[4], &[3, 2], &[2]],
     );
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.linear(p[0], p[1])?;
             loss(g, y)
         },
         &[&[3, 4], &[4]],
     );
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.linear_sum(&[(p[0], p[1]), (p[2], p[3])])?;
             loss(g, y)
@@ -225,7 +138,7 @@ fn affine_gradients() {
         &[&[2, 4], &[4], &[2, 3], &[3]],
     );
     // The same weight in two terms, and the same input twice.
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.affine(p[0], &[(p[1], p[2]), (p[1], p[2])])?;
             loss(g, y)

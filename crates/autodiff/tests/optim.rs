@@ -2,100 +2,17 @@
 //! each rule, lazy sparse-row updates of lookup tables, clipping by global
 //! norm, weight decay and learning-rate changes.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{vec_t, Lookup};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sheaf_autodiff::{
-    Adagrad, Adam, ArgRole, Attr, Backward, Expr, Forward, Graph, Init, Op, Optimizer, Param,
-    ParamStore, Sequential, Sgd, ShapeError,
+    Adagrad, Adam, Expr, Graph, Init, Op, Optimizer, Param, ParamStore, Sequential, Sgd,
 };
 use sheaf_tensor::{Shape, Tensor};
-
-/// Sum of all elements of a stacked `[b, n]` block (as in tests/core.rs).
-struct SumAll;
-
-impl Op for SumAll {
-    fn name(&self) -> &'static str {
-        "sum_all"
-    }
-    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
-        match args {
-            [_] => Ok(Shape::from([1])),
-            _ => Err(ShapeError::expected("one argument")),
-        }
-    }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let x = cx.args[0].as_slice::<f32>()?;
-        let b = cx.out.num_rows();
-        let n = x.len() / b.max(1);
-        let out = cx.out.into_mut_slice::<f32>()?;
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = x[r * n..(r + 1) * n].iter().sum();
-        }
-        Ok(())
-    }
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let dy = cx.dout.to_vec::<f32>()?;
-        if let Some(dx) = cx.dargs[0].as_mut() {
-            let dx = dx.as_mut_slice::<f32>()?;
-            let n = dx.len() / dy.len().max(1);
-            for (r, d) in dy.iter().enumerate() {
-                dx[r * n..(r + 1) * n].iter_mut().for_each(|v| *v += d);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Row `data` of a shared `[rows, cols]` table; its backward writes only
-/// that row and says so with `touch_rows` (an embedding lookup).
-struct Lookup;
-
-impl Op for Lookup {
-    fn name(&self) -> &'static str {
-        "test_lookup"
-    }
-    fn arg_role(&self, _i: usize, _n: usize) -> ArgRole {
-        ArgRole::Share
-    }
-    fn infer_shape(&self, args: &[Shape], _attr: Attr) -> Result<Shape, ShapeError> {
-        match args {
-            [t] if t.rank() == 2 => Ok(Shape::from([t.dims()[1]])),
-            _ => Err(ShapeError::expected("one table")),
-        }
-    }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let t = cx.args[0].as_slice::<f32>()?;
-        let cols = cx.args[0].row_len();
-        let out = cx.out.into_mut_slice::<f32>()?;
-        for (b, &r) in cx.data.iter().enumerate() {
-            let r = r as usize;
-            out[b * cols..(b + 1) * cols].copy_from_slice(&t[r * cols..(r + 1) * cols]);
-        }
-        Ok(())
-    }
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let dy = cx.dout.to_vec::<f32>()?;
-        let data = cx.data;
-        if let Some(dt) = cx.dargs[0].as_mut() {
-            let cols = dt.row_len();
-            let dt = dt.as_mut_slice::<f32>()?;
-            for (b, &r) in data.iter().enumerate() {
-                let r = r as usize;
-                for c in 0..cols {
-                    dt[r * cols + c] += dy[b * cols + c];
-                }
-            }
-            cx.touch_rows(0, data);
-        }
-        Ok(())
-    }
-}
-
-fn t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
-}
 
 fn vals(store: &ParamStore, p: &Param) -> Vec<f32> {
     store.value(p).unwrap().to_vec::<f32>().unwrap()
@@ -202,7 +119,7 @@ fn mlp(store: &mut ParamStore, seed: u64) -> Mlp {
 }
 
 /// Sum over the four XOR cases of (y - t)^2, y = c + sum_j v_j tanh(w_j . x + b_j).
-fn xor_loss(g: &mut Graph, m: &Mlp, sum: &Arc<dyn Op>) -> Expr {
+fn xor_loss(g: &mut Graph, m: &Mlp) -> Expr {
     let cases = [
         ([0.0, 0.0], 0.0),
         ([0.0, 1.0], 1.0),
@@ -211,20 +128,20 @@ fn xor_loss(g: &mut Graph, m: &Mlp, sum: &Arc<dyn Op>) -> Expr {
     ];
     let mut total = None;
     for (x, target) in cases {
-        let x = g.input(t(&x));
+        let x = g.input(vec_t(&x));
         let mut y = g.param(&m.c);
         for j in 0..HIDDEN {
             let w = g.param(&m.w[j]);
             let b = g.param(&m.b[j]);
             let v = g.param(&m.v[j]);
             let wx = g.cmult(w, x).unwrap();
-            let u = g.apply(sum, &[wx], 0).unwrap();
+            let u = g.sum_elems(wx).unwrap();
             let u = g.add(u, b).unwrap();
             let h = g.tanh(u).unwrap();
             let o = g.cmult(v, h).unwrap();
             y = g.add(y, o).unwrap();
         }
-        let tt = g.input(t(&[target]));
+        let tt = g.input(vec_t(&[target]));
         let d = g.sub(y, tt).unwrap();
         let l = g.cmult(d, d).unwrap();
         total = Some(match total {
@@ -238,13 +155,12 @@ fn xor_loss(g: &mut Graph, m: &Mlp, sum: &Arc<dyn Op>) -> Expr {
 fn train_xor(mut opt: Optimizer, steps: usize) -> f32 {
     let mut store = ParamStore::new();
     let m = mlp(&mut store, 42);
-    let sum: Arc<dyn Op> = Arc::new(SumAll);
     let exec = Sequential::new();
     let mut g = Graph::new();
     let mut last = f32::NAN;
     for _ in 0..steps {
         g.clear();
-        let loss = xor_loss(&mut g, &m, &sum);
+        let loss = xor_loss(&mut g, &m);
         exec.backward(&mut g, &store, loss).unwrap();
         last = g.value(loss).unwrap().to_vec::<f32>().unwrap()[0];
         opt.step(&mut store).unwrap();
@@ -297,18 +213,17 @@ fn adam_learns_xor_with_weight_decay_and_clipping() {
 /// loss = sum(T[2] * w) + sum(T[5] * w) + sum(T[2] * x): gradient rows
 /// T[2] = w + x, T[5] = w; w's gradient T[2] + T[5].
 fn sparse_backward(store: &ParamStore, table: &Param, w: &Param, rows: &[u32]) {
-    let sum: Arc<dyn Op> = Arc::new(SumAll);
     let lookup: Arc<dyn Op> = Arc::new(Lookup);
     let mut g = Graph::new();
     let tb = g.param(table);
     let wv = g.param(w);
-    let x = g.input(t(&[0.5, -1.0, 2.0]));
+    let x = g.input(vec_t(&[0.5, -1.0, 2.0]));
     let mut total = None;
     for (k, &r) in rows.iter().enumerate() {
         let e = g.apply_with_data(&lookup, &[tb], 0, r).unwrap();
         let other = if k == 2 { x } else { wv };
         let p = g.cmult(e, other).unwrap();
-        let s = g.apply(&sum, &[p], 0).unwrap();
+        let s = g.sum_elems(p).unwrap();
         total = Some(match total {
             None => s,
             Some(a) => g.add(a, s).unwrap(),
@@ -443,9 +358,7 @@ fn a_densely_written_table_is_updated_densely() {
     let mut g = Graph::new();
     let tb = g.param(&table);
     let sq = g.cmult(tb, tb).unwrap();
-    let loss = g
-        .apply(&(Arc::new(SumAll) as Arc<dyn Op>), &[sq], 0)
-        .unwrap();
+    let loss = g.sum_elems(sq).unwrap();
     Sequential::new().backward(&mut g, &store, loss).unwrap();
     let mut opt = Optimizer::sgd(Sgd {
         lr: 0.25,
@@ -467,19 +380,18 @@ fn clipping_scales_gradients_to_the_global_norm() {
             Tensor::full_f32(1.0, [6, 2], sheaf_tensor::Device::Cpu).unwrap(),
         )
         .unwrap();
-    let w = store.add("w", t(&[1.0, 1.0])).unwrap();
+    let w = store.add("w", vec_t(&[1.0, 1.0])).unwrap();
     let build = |store: &ParamStore| {
         let lookup: Arc<dyn Op> = Arc::new(Lookup);
-        let sum: Arc<dyn Op> = Arc::new(SumAll);
         let mut g = Graph::new();
         let tb = g.param(&table);
         let e = g.apply_with_data(&lookup, &[tb], 0, 1).unwrap();
         let e = g.scale(e, 3.0).unwrap();
-        let a = g.apply(&sum, &[e], 0).unwrap();
+        let a = g.sum_elems(e).unwrap();
         let wv = g.param(&w);
-        let x = g.input(t(&[4.0, 0.0]));
+        let x = g.input(vec_t(&[4.0, 0.0]));
         let p = g.cmult(wv, x).unwrap();
-        let b = g.apply(&sum, &[p], 0).unwrap();
+        let b = g.sum_elems(p).unwrap();
         let loss = g.add(a, b).unwrap();
         Sequential::new().backward(&mut g, store, loss).unwrap();
         // Junk in an untouched row of the table's gradient must not count.
@@ -544,12 +456,11 @@ fn clipping_scales_gradients_to_the_global_norm() {
 #[test]
 fn weight_decay_and_learning_rate_changes() {
     let mut store = ParamStore::new();
-    let w = store.add("w", t(&[1.0, 2.0])).unwrap();
-    let sum: Arc<dyn Op> = Arc::new(SumAll);
+    let w = store.add("w", vec_t(&[1.0, 2.0])).unwrap();
     let grad = |store: &ParamStore| {
         let mut g = Graph::new();
         let wv = g.param(&w);
-        let loss = g.apply(&sum, &[wv], 0).unwrap();
+        let loss = g.sum_elems(wv).unwrap();
         Sequential::new().backward(&mut g, store, loss).unwrap();
     };
     let mut opt = Optimizer::sgd(Sgd {
@@ -580,8 +491,8 @@ fn weight_decay_and_learning_rate_changes() {
 fn an_optimizer_is_bound_to_its_store() {
     let mut a = ParamStore::new();
     let mut b = ParamStore::new();
-    a.add("w", t(&[1.0])).unwrap();
-    b.add("w", t(&[1.0])).unwrap();
+    a.add("w", vec_t(&[1.0])).unwrap();
+    b.add("w", vec_t(&[1.0])).unwrap();
     let mut opt = Optimizer::adam(Adam::default());
     opt.step(&mut a).unwrap();
     let err = opt.step(&mut b).unwrap_err();

@@ -1,103 +1,12 @@
 //! Reductions: `sum`, `mean`, `sum_elems`, `mean_elems`, `dot`,
 //! `squared_distance`.
 
-use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
-use sheaf_autodiff::testing::{check_batching, Instance};
-use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore, Sequential};
+mod common;
+
+use common::{assert_close, check_shapes, instances, loss, tensor, value, vec_t};
+use sheaf_autodiff::testing::check_batching;
+use sheaf_autodiff::{Expr, Graph, GraphError};
 use sheaf_tensor::{Shape, Tensor};
-
-type Build = dyn Fn(&mut Graph, &[Expr]) -> sheaf_autodiff::Result<Expr>;
-
-/// Deterministic, varied values in about [-1, 1].
-fn vals(n: usize, salt: f32) -> Vec<f32> {
-    (0..n)
-        .map(|i| ((i as f32 + 1.0) * 0.73 + salt * 1.37).sin())
-        .collect()
-}
-
-fn tensor(shape: &[usize], salt: f32) -> Tensor {
-    let n = shape.iter().product();
-    Tensor::from_vec(vals(n, salt), Shape::new(shape).unwrap()).unwrap()
-}
-
-/// A scalar loss that weighs every element of `y` differently, so a
-/// gradient routed to the wrong element is caught: `sum(y * c)`.
-fn loss(g: &mut Graph, y: Expr) -> sheaf_autodiff::Result<Expr> {
-    let shape = g.shape(y)?;
-    let c = g.input(tensor(shape.dims(), 9.0));
-    let h = g.cmult(y, c)?;
-    g.sum_elems(h)
-}
-
-/// Finite-difference check of `build` with parameters of the given shapes.
-/// Every parameter is also used by a later node (`sum_elems(tanh(p))`,
-/// whose backward runs first), so an op that overwrites its arguments'
-/// gradients instead of adding to them fails the check.
-fn check(build: &Build, shapes: &[&[usize]]) {
-    let mut store = ParamStore::new();
-    let params: Vec<_> = shapes
-        .iter()
-        .enumerate()
-        .map(|(i, s)| store.add(&format!("x{i}"), tensor(s, i as f32)).unwrap())
-        .collect();
-    let with_other_uses = |g: &mut Graph, p: &[Expr]| {
-        let mut terms = vec![build(g, p)?];
-        for &x in p {
-            let t = g.tanh(x)?;
-            terms.push(g.sum_elems(t)?);
-        }
-        g.sum(&terms)
-    };
-    check_gradients(&mut store, &params, &with_other_uses, GradCheck::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// Instances for `check_batching`: stacked arguments vary per instance,
-/// `shared` ones (by index) are the same in every instance.
-fn instances(shapes: &[&[usize]], shared: &[usize], b: usize) -> Vec<Instance> {
-    (0..b)
-        .map(|k| Instance {
-            args: shapes
-                .iter()
-                .enumerate()
-                .map(|(j, s)| {
-                    let salt = if shared.contains(&j) {
-                        0.0
-                    } else {
-                        k as f32 * 3.1
-                    };
-                    tensor(s, j as f32 + salt)
-                })
-                .collect(),
-            data: 0,
-            seed: k as u64,
-        })
-        .collect()
-}
-
-/// The forward value of `e` as a vector.
-fn value(g: &mut Graph, e: Expr) -> Vec<f32> {
-    let store = ParamStore::new();
-    Sequential::new()
-        .forward(g, &store, e)
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap()
-}
-
-fn assert_close(got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
-    for (a, b) in got.iter().zip(want) {
-        assert!(
-            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-            "{got:?} vs {want:?}"
-        );
-    }
-}
-
-fn vec_t(v: &[f32]) -> Tensor {
-    Tensor::from_slice(v, [v.len()]).unwrap()
-}
 
 #[test]
 fn reduction_values() {
@@ -126,14 +35,14 @@ fn reduction_values() {
 #[test]
 fn reduction_gradients() {
     let v: &[usize] = &[5];
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.sum(&[p[0], p[1], p[2]])?;
             loss(g, y)
         },
         &[v, v, v],
     );
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.mean(&[p[0], p[1], p[2]])?;
             loss(g, y)
@@ -141,7 +50,7 @@ fn reduction_gradients() {
         &[&[2, 3], &[2, 3], &[2, 3]],
     );
     // A value listed twice counts twice.
-    check(
+    check_shapes(
         &|g, p| {
             let y = g.mean(&[p[0], p[1], p[0]])?;
             loss(g, y)
@@ -149,30 +58,30 @@ fn reduction_gradients() {
         &[v, v],
     );
     // sum_elems of a nonlinear function, so its gradient is not constant.
-    check(
+    check_shapes(
         &|g, p| {
             let t = g.tanh(p[0])?;
             g.sum_elems(t)
         },
         &[v],
     );
-    check(
+    check_shapes(
         &|g, p| {
             let t = g.tanh(p[0])?;
             g.mean_elems(t)
         },
         &[&[2, 3]],
     );
-    check(&|g, p| g.dot(p[0], p[1]), &[v, v]);
-    check(
+    check_shapes(&|g, p| g.dot(p[0], p[1]), &[v, v]);
+    check_shapes(
         &|g, p| {
             let t = g.tanh(p[0])?;
             g.dot(t, t)
         },
         &[v],
     );
-    check(&|g, p| g.squared_distance(p[0], p[1]), &[v, v]);
-    check(
+    check_shapes(&|g, p| g.squared_distance(p[0], p[1]), &[v, v]);
+    check_shapes(
         &|g, p| {
             let d = g.squared_distance(p[0], p[1])?;
             g.tanh(d)
