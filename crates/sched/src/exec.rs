@@ -21,10 +21,61 @@ struct Home {
     row: u32,
 }
 
+/// How `Strategy::Auto` decides: each candidate runs this many graphs,
+/// alternating, and the one with less time per node wins.
+const AUTO_TRIALS: u32 = 2;
+
+/// The state of `Strategy::Auto`'s timing.
+#[derive(Debug, Clone, Default)]
+struct AutoTuner {
+    /// Seconds and nodes measured per candidate (Depth, Agenda).
+    totals: [(f64, usize); 2],
+    runs: [u32; 2],
+    /// The candidate timing the current graph.
+    current: Option<usize>,
+    started: Option<Instant>,
+    chosen: Option<Strategy>,
+}
+
+const CANDIDATES: [Strategy; 2] = [Strategy::Depth, Strategy::Agenda];
+
+impl AutoTuner {
+    /// Ends the measurement of the previous graph (of `nodes` nodes).
+    fn finish(&mut self, nodes: usize) {
+        if let (Some(c), Some(t)) = (self.current.take(), self.started.take()) {
+            self.totals[c].0 += t.elapsed().as_secs_f64();
+            self.totals[c].1 += nodes;
+            self.runs[c] += 1;
+        }
+        if self.chosen.is_none() && self.runs.iter().all(|&r| r >= AUTO_TRIALS) {
+            let per_node = |c: usize| self.totals[c].0 / self.totals[c].1.max(1) as f64;
+            self.chosen = Some(if per_node(0) <= per_node(1) {
+                CANDIDATES[0]
+            } else {
+                CANDIDATES[1]
+            });
+        }
+    }
+
+    /// The strategy for the next graph.
+    fn next(&mut self) -> Strategy {
+        if let Some(s) = self.chosen {
+            return s;
+        }
+        let c = if self.runs[0] <= self.runs[1] { 0 } else { 1 };
+        self.current = Some(c);
+        self.started = Some(Instant::now());
+        CANDIDATES[c]
+    }
+}
+
 /// Runs graphs in batches. One executor serves one graph at a time: a
 /// forward on a graph with nothing evaluated (new, or cleared) starts over.
 pub struct Executor {
     strategy: Strategy,
+    /// The concrete strategy of the current graph (resolves `Auto`).
+    active: Strategy,
+    auto: AutoTuner,
     backend: &'static dyn Backend,
     plans: Vec<Plan>,
     homes: Vec<Option<Home>>,
@@ -68,6 +119,8 @@ impl Executor {
     pub fn new(strategy: Strategy) -> Self {
         Executor {
             strategy,
+            active: strategy,
+            auto: AutoTuner::default(),
             backend: &*CPU,
             plans: Vec::new(),
             homes: Vec::new(),
@@ -82,6 +135,17 @@ impl Executor {
         self.strategy
     }
 
+    /// The strategy the current graph runs with (for `Auto`, the candidate
+    /// being timed or the one chosen).
+    pub fn active_strategy(&self) -> Strategy {
+        self.active
+    }
+
+    /// For `Auto`: the strategy chosen, once the timing is done.
+    pub fn auto_choice(&self) -> Option<Strategy> {
+        self.auto.chosen
+    }
+
     /// Statistics of the forwards since the graph was last cleared.
     pub fn stats(&self) -> &PlanStats {
         &self.stats
@@ -93,6 +157,10 @@ impl Executor {
     }
 
     fn reset(&mut self) {
+        if self.strategy == Strategy::Auto {
+            self.auto.finish(self.stats.nodes);
+            self.active = self.auto.next();
+        }
         self.plans.clear();
         self.homes.clear();
         self.buffers.clear();
@@ -128,8 +196,8 @@ impl Executor {
                 }
             }
             let t0 = Instant::now();
-            let _span = tracing::debug_span!("plan", strategy = self.strategy.name()).entered();
-            let p = plan(g, start, end, self.strategy);
+            let _span = tracing::debug_span!("plan", strategy = self.active.name()).entered();
+            let p = plan(g, start, end, self.active);
             drop(_span);
             self.stats.planning += t0.elapsed();
             let t1 = Instant::now();

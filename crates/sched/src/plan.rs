@@ -19,6 +19,10 @@ pub enum Strategy {
     /// Ready-node agenda: run the signature with the lowest mean depth,
     /// cheap before heavy on ties (DyNet).
     Agenda,
+    /// Times Depth and Agenda on the first graphs an executor runs and
+    /// keeps the faster (DyNet's self-tuning mode). Planning a graph
+    /// directly with `Auto` uses Agenda.
+    Auto,
 }
 
 impl Strategy {
@@ -28,6 +32,7 @@ impl Strategy {
             Strategy::Sequential => "sequential",
             Strategy::Depth => "depth",
             Strategy::Agenda => "agenda",
+            Strategy::Auto => "auto",
         }
     }
 }
@@ -67,7 +72,7 @@ pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
                 .collect(),
         },
         Strategy::Depth => plan_depth(g, start, end),
-        Strategy::Agenda => plan_agenda(g, start, end),
+        Strategy::Agenda | Strategy::Auto => plan_agenda(g, start, end),
     }
 }
 
