@@ -81,6 +81,9 @@ pub struct Executor {
     homes: Vec<Option<Home>>,
     buffers: Vec<Tensor>,
     aux_buffers: Vec<Option<Tensor>>,
+    /// Each batch's stacked arguments, kept from forward for backward (views
+    /// cost nothing; gathered copies are not made twice).
+    batch_inputs: Vec<Vec<Tensor>>,
     stats: PlanStats,
 }
 
@@ -126,6 +129,7 @@ impl Executor {
             homes: Vec::new(),
             buffers: Vec::new(),
             aux_buffers: Vec::new(),
+            batch_inputs: Vec::new(),
             stats: PlanStats::default(),
         }
     }
@@ -165,6 +169,7 @@ impl Executor {
         self.homes.clear();
         self.buffers.clear();
         self.aux_buffers.clear();
+        self.batch_inputs.clear();
         self.stats = PlanStats::default();
     }
 
@@ -353,6 +358,7 @@ impl Executor {
         }
         self.buffers.push(out);
         self.aux_buffers.push(aux);
+        self.batch_inputs.push(args);
         let stats = &mut self.stats;
         stats.nodes += b;
         stats.batches += 1;
@@ -480,7 +486,7 @@ impl Executor {
         })?;
         let out = self.buffers[home.buffer as usize].clone();
         let aux = self.aux_buffers[home.buffer as usize].clone();
-        let args = self.batch_args(g, op.as_ref(), nodes).map_err(&err)?;
+        let args = self.batch_inputs[home.buffer as usize].clone();
         // Gradient arriving at the batch's outputs, one row per node.
         let mut dout = zeros(out.shape()).map_err(&err)?;
         {
