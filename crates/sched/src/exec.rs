@@ -1,90 +1,73 @@
 //! The batched [`Executor`]: plans the not-yet-evaluated part of a graph
 //! with a [`Strategy`] and runs each batch as ONE call of its op's batched
-//! forward; backward replays the plans in reverse with the batched rules.
+//! forward (backward, in `backward.rs`, replays the plans in reverse).
+//!
+//! Memory: each batch writes its `[b, ...]` outputs into one buffer from the
+//! step's [`Arena`]; a node's value is a row view of it. Backward mirrors
+//! this with one gradient buffer per batch, so a batch's output gradient is
+//! read in place and the gradient of an input that was used in place goes
+//! straight into its producer's gradient rows.
 
-use std::sync::MutexGuard;
 use std::time::Instant;
 
-use sheaf_autodiff::{
-    ArgRole, Backward, Expr, Forward, GradAcc, Graph, GraphError, NodeId, NodeKind, Op, ParamStore,
-};
-use sheaf_tensor::{Backend, DType, Device, Shape, Tensor, TensorError};
+use sheaf_autodiff::{ArgRole, Expr, Forward, Graph, NodeId, NodeKind, Op, ParamStore};
+use sheaf_tensor::{Backend, Shape, Tensor, TensorError};
 
+use crate::arena::Arena;
+use crate::auto::AutoTuner;
 use crate::error::{Result, SchedError};
 use crate::plan::{plan, Batch, Plan, Strategy};
 use crate::stats::PlanStats;
 
 /// Where a node's value lives: row `row` of batch output buffer `buffer`.
 #[derive(Debug, Clone, Copy)]
-struct Home {
-    buffer: u32,
-    row: u32,
+pub(crate) struct Home {
+    pub(crate) buffer: u32,
+    pub(crate) row: u32,
 }
 
-/// How `Strategy::Auto` decides: each candidate runs this many graphs,
-/// alternating, and the one with less time per node wins.
-const AUTO_TRIALS: u32 = 2;
-
-/// The state of `Strategy::Auto`'s timing.
-#[derive(Debug, Clone, Default)]
-struct AutoTuner {
-    /// Seconds and nodes measured per candidate (Depth, Agenda).
-    totals: [(f64, usize); 2],
-    runs: [u32; 2],
-    /// The candidate timing the current graph.
-    current: Option<usize>,
-    started: Option<Instant>,
-    chosen: Option<Strategy>,
+/// How a batch's stacked argument was assembled in forward, so that
+/// backward sends its gradient back the same way.
+#[derive(Debug, Clone)]
+pub(crate) enum Source {
+    /// A shared (not stacked) argument.
+    Shared,
+    /// Rows `row0..row0 + b` of batch buffer `buffer`, used in place.
+    View { buffer: u32, row0: u32 },
+    /// Rows `idx` of batch buffer `buffer`, gathered.
+    Gather { buffer: u32, idx: Tensor },
+    /// Copied row by row (values from several buffers, or leaves).
+    Rows,
 }
 
-const CANDIDATES: [Strategy; 2] = [Strategy::Depth, Strategy::Agenda];
-
-impl AutoTuner {
-    /// Ends the measurement of the previous graph (of `nodes` nodes).
-    fn finish(&mut self, nodes: usize) {
-        if let (Some(c), Some(t)) = (self.current.take(), self.started.take()) {
-            self.totals[c].0 += t.elapsed().as_secs_f64();
-            self.totals[c].1 += nodes;
-            self.runs[c] += 1;
-        }
-        if self.chosen.is_none() && self.runs.iter().all(|&r| r >= AUTO_TRIALS) {
-            let per_node = |c: usize| self.totals[c].0 / self.totals[c].1.max(1) as f64;
-            self.chosen = Some(if per_node(0) <= per_node(1) {
-                CANDIDATES[0]
-            } else {
-                CANDIDATES[1]
-            });
-        }
-    }
-
-    /// The strategy for the next graph.
-    fn next(&mut self) -> Strategy {
-        if let Some(s) = self.chosen {
-            return s;
-        }
-        let c = if self.runs[0] <= self.runs[1] { 0 } else { 1 };
-        self.current = Some(c);
-        self.started = Some(Instant::now());
-        CANDIDATES[c]
-    }
+/// What backward needs of one forward batch besides its output buffer.
+pub(crate) struct Record {
+    /// Stacked arguments; `None` for shared ones, which are read from the
+    /// graph again in backward so that no parameter stays referenced after
+    /// the step (the optimizer would copy it on write).
+    pub(crate) inputs: Vec<Option<Tensor>>,
+    pub(crate) sources: Vec<Source>,
 }
 
 /// Runs graphs in batches. One executor serves one graph at a time: a
-/// forward on a graph with nothing evaluated (new, or cleared) starts over.
+/// forward on a graph with nothing evaluated (new, or cleared) starts over
+/// and reuses the previous step's memory.
 pub struct Executor {
-    strategy: Strategy,
+    pub(crate) strategy: Strategy,
     /// The concrete strategy of the current graph (resolves `Auto`).
     active: Strategy,
     auto: AutoTuner,
-    backend: &'static dyn Backend,
-    plans: Vec<Plan>,
-    homes: Vec<Option<Home>>,
-    buffers: Vec<Tensor>,
-    aux_buffers: Vec<Option<Tensor>>,
-    /// Each batch's stacked arguments, kept from forward for backward (views
-    /// cost nothing; gathered copies are not made twice).
-    batch_inputs: Vec<Vec<Tensor>>,
-    stats: PlanStats,
+    pub(crate) backend: &'static dyn Backend,
+    pub(crate) plans: Vec<Plan>,
+    pub(crate) homes: Vec<Option<Home>>,
+    /// One output buffer per batch, in run order.
+    pub(crate) buffers: Vec<Tensor>,
+    pub(crate) aux_buffers: Vec<Option<Tensor>>,
+    pub(crate) records: Vec<Record>,
+    /// Gradient of each batch's outputs, allocated when one first arrives.
+    pub(crate) grads: Vec<Option<Tensor>>,
+    pub(crate) arena: Arena,
+    pub(crate) stats: PlanStats,
 }
 
 impl std::fmt::Debug for Executor {
@@ -96,7 +79,10 @@ impl std::fmt::Debug for Executor {
     }
 }
 
-fn batch_err<'a>(op: &'static str, nodes: &'a [NodeId]) -> impl Fn(TensorError) -> SchedError + 'a {
+pub(crate) fn batch_err<'a>(
+    op: &'static str,
+    nodes: &'a [NodeId],
+) -> impl Fn(TensorError) -> SchedError + 'a {
     move |source| SchedError::Batch {
         op,
         nodes: nodes.to_vec(),
@@ -104,14 +90,11 @@ fn batch_err<'a>(op: &'static str, nodes: &'a [NodeId]) -> impl Fn(TensorError) 
     }
 }
 
-fn zeros(shape: Shape) -> sheaf_tensor::Result<Tensor> {
-    Tensor::zeros(shape, DType::F32, Device::Cpu)
-}
-
-fn first_non_finite(t: &Tensor) -> Option<f32> {
-    t.as_slice::<f32>()
-        .ok()
-        .and_then(|s| s.iter().copied().find(|v| !v.is_finite()))
+/// The first non-finite element of `t` and its row.
+pub(crate) fn first_non_finite(t: &Tensor) -> Option<(usize, f32)> {
+    let s = t.as_slice::<f32>().ok()?;
+    let i = s.iter().position(|v| !v.is_finite())?;
+    Some((i / t.row_len().max(1), s[i]))
 }
 
 static CPU: std::sync::LazyLock<sheaf_tensor::CpuBackend> =
@@ -129,7 +112,9 @@ impl Executor {
             homes: Vec::new(),
             buffers: Vec::new(),
             aux_buffers: Vec::new(),
-            batch_inputs: Vec::new(),
+            records: Vec::new(),
+            grads: Vec::new(),
+            arena: Arena::default(),
             stats: PlanStats::default(),
         }
     }
@@ -150,7 +135,8 @@ impl Executor {
         self.auto.chosen
     }
 
-    /// Statistics of the forwards since the graph was last cleared.
+    /// Statistics of the forwards (and backwards) since the graph was last
+    /// cleared.
     pub fn stats(&self) -> &PlanStats {
         &self.stats
     }
@@ -160,6 +146,8 @@ impl Executor {
         &self.plans
     }
 
+    /// Starts a new graph: the last step's buffers go back to the arena
+    /// (those nobody else still views).
     fn reset(&mut self) {
         if self.strategy == Strategy::Auto {
             self.auto.finish(self.stats.nodes);
@@ -167,10 +155,30 @@ impl Executor {
         }
         self.plans.clear();
         self.homes.clear();
-        self.buffers.clear();
-        self.aux_buffers.clear();
-        self.batch_inputs.clear();
+        // Inputs first: views among them hold the buffers they view.
+        for r in self.records.drain(..) {
+            for t in r.inputs.into_iter().flatten() {
+                self.arena.recycle(t);
+            }
+        }
+        for t in self.grads.drain(..).flatten() {
+            self.arena.recycle(t);
+        }
+        for t in self.aux_buffers.drain(..).flatten() {
+            self.arena.recycle(t);
+        }
+        for t in self.buffers.drain(..) {
+            self.arena.recycle(t);
+        }
+        self.arena.end_step();
         self.stats = PlanStats::default();
+    }
+
+    /// Copies the arena's counters into the stats.
+    pub(crate) fn note_memory(&mut self) {
+        self.stats.arena_bytes = self.arena.in_use();
+        self.stats.arena_fresh_bytes = self.arena.fresh();
+        self.stats.arena_peak_bytes = self.arena.peak();
     }
 
     /// Computes every not-yet-evaluated node up to `target` in batches and
@@ -212,6 +220,7 @@ impl Executor {
             self.stats.kernels += t1.elapsed();
             g.set_evaluated(end);
             self.plans.push(p);
+            self.note_memory();
         }
         Ok(g.value(target)?.clone())
     }
@@ -220,31 +229,46 @@ impl Executor {
     /// a view when they sit contiguous and in order in one batch output,
     /// one gather when they sit in one output in another order, row copies
     /// otherwise.
-    fn stack(&mut self, g: &Graph, args: &[NodeId]) -> sheaf_tensor::Result<Tensor> {
+    fn stack(&mut self, g: &Graph, args: &[NodeId]) -> sheaf_tensor::Result<(Tensor, Source)> {
         let b = args.len();
         let shape = g.node(args[0]).shape();
+        let stacked = Shape::stack(b, shape)?;
         let row_bytes = shape.numel()? * 4;
-        let homes: Option<Vec<Home>> = args.iter().map(|a| self.homes[a.index()]).collect();
-        if let Some(h) = homes.as_ref() {
-            let buf = h[0].buffer;
-            if h.iter().all(|x| x.buffer == buf) {
-                let r0 = h[0].row;
-                let src = &self.buffers[buf as usize];
-                if h.iter().enumerate().all(|(i, x)| x.row == r0 + i as u32) {
+        let first = self.homes[args[0].index()];
+        if let Some(h0) = first {
+            let same_buffer = args
+                .iter()
+                .all(|a| self.homes[a.index()].is_some_and(|h| h.buffer == h0.buffer));
+            if same_buffer {
+                let src = &self.buffers[h0.buffer as usize];
+                let in_order = args.iter().enumerate().all(|(i, a)| {
+                    self.homes[a.index()].is_some_and(|h| h.row == h0.row + i as u32)
+                });
+                if in_order {
                     self.stats.avoided_bytes += b * row_bytes;
-                    let view = src.rows(r0 as usize..r0 as usize + b)?;
-                    return view.reshape(Shape::stack(b, shape)?);
+                    let view = src.rows(h0.row as usize..h0.row as usize + b)?;
+                    let source = Source::View {
+                        buffer: h0.buffer,
+                        row0: h0.row,
+                    };
+                    return Ok((view.reshape(stacked)?, source));
                 }
-                let idx: Vec<u32> = h.iter().map(|x| x.row).collect();
+                let idx: Vec<u32> = args
+                    .iter()
+                    .filter_map(|a| self.homes[a.index()].map(|h| h.row))
+                    .collect();
                 let idx = Tensor::from_vec(idx, [b])?;
-                let mut out = zeros(src.shape().with_rows(b))?;
+                let mut out = self.arena.overwritten(src.shape().with_rows(b))?;
                 self.backend.gather_rows(src, &idx, out.view_mut()?)?;
                 self.stats.gathered_bytes += b * row_bytes;
-                return out.reshape(Shape::stack(b, shape)?);
+                let source = Source::Gather {
+                    buffer: h0.buffer,
+                    idx,
+                };
+                return Ok((out.reshape(stacked)?, source));
             }
         }
-        let stacked = Shape::stack(b, shape)?;
-        let mut out = zeros(stacked)?;
+        let mut out = self.arena.overwritten(stacked)?;
         {
             let mut view = out.view_mut()?;
             for (r, a) in args.iter().enumerate() {
@@ -258,17 +282,20 @@ impl Executor {
             }
         }
         self.stats.gathered_bytes += b * row_bytes;
-        Ok(out)
+        Ok((out, Source::Rows))
     }
 
+    /// The batch's arguments (shared ones read from the graph, stacked ones
+    /// assembled by [`Executor::stack`]) and how each was assembled.
     fn batch_args(
         &mut self,
         g: &Graph,
         op: &dyn Op,
         nodes: &[NodeId],
-    ) -> sheaf_tensor::Result<Vec<Tensor>> {
+    ) -> sheaf_tensor::Result<(Vec<Tensor>, Vec<Source>)> {
         let n = g.args(nodes[0]).len();
         let mut args = Vec::with_capacity(n);
+        let mut sources = Vec::with_capacity(n);
         let mut col = Vec::with_capacity(nodes.len());
         for j in 0..n {
             match op.arg_role(j, n) {
@@ -279,15 +306,18 @@ impl Executor {
                         arg: "shared argument",
                         reason: "has no value",
                     })?);
+                    sources.push(Source::Shared);
                 }
                 ArgRole::Stack => {
                     col.clear();
                     col.extend(nodes.iter().map(|&x| g.args(x)[j]));
-                    args.push(self.stack(g, &col)?);
+                    let (t, source) = self.stack(g, &col)?;
+                    args.push(t);
+                    sources.push(source);
                 }
             }
         }
-        Ok(args)
+        Ok((args, sources))
     }
 
     fn run_forward(&mut self, g: &mut Graph, batch: &Batch) -> Result<()> {
@@ -299,39 +329,44 @@ impl Executor {
         let b = nodes.len();
         let _span = tracing::trace_span!("batch", op = name, size = b).entered();
         let err = batch_err(name, nodes);
-        let args = self.batch_args(g, op.as_ref(), nodes).map_err(&err)?;
+        let (args, sources) = {
+            let _span = tracing::trace_span!("gather").entered();
+            self.batch_args(g, op.as_ref(), nodes).map_err(&err)?
+        };
         let arg_shapes: Vec<Shape> = g.args(first).iter().map(|&a| g.node(a).shape()).collect();
         let out_shape = Shape::stack(b, node.shape()).map_err(&err)?;
-        let mut out = zeros(out_shape).map_err(&err)?;
+        // Forward overwrites `out` and `aux` (the `Op` contract).
+        let mut out = self.arena.overwritten(out_shape).map_err(&err)?;
         let aux_shape = op.aux_shape(&node.shape(), &arg_shapes, node.attr());
         let mut aux = match aux_shape {
-            Some(s) => Some(zeros(Shape::stack(b, s).map_err(&err)?).map_err(&err)?),
+            Some(s) => Some(
+                self.arena
+                    .overwritten(Shape::stack(b, s).map_err(&err)?)
+                    .map_err(&err)?,
+            ),
             None => None,
         };
         let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
-        op.forward(Forward {
-            backend: self.backend,
-            args: &args,
-            data: &data,
-            attr: node.attr(),
-            seeds: &seeds,
-            train: g.is_train(),
-            out: out.view_mut().map_err(&err)?,
-            aux: match aux.as_mut() {
-                Some(a) => Some(a.view_mut().map_err(&err)?),
-                None => None,
-            },
-        })
-        .map_err(&err)?;
+        {
+            let _span = tracing::trace_span!("kernel").entered();
+            op.forward(Forward {
+                backend: self.backend,
+                args: &args,
+                data: &data,
+                attr: node.attr(),
+                seeds: &seeds,
+                train: g.is_train(),
+                out: out.view_mut().map_err(&err)?,
+                aux: match aux.as_mut() {
+                    Some(a) => Some(a.view_mut().map_err(&err)?),
+                    None => None,
+                },
+            })
+            .map_err(&err)?;
+        }
         if g.checks_finite() {
-            if let Some(value) = first_non_finite(&out) {
-                let row = out
-                    .as_slice::<f32>()
-                    .ok()
-                    .and_then(|s| s.iter().position(|v| !v.is_finite()))
-                    .map(|i| i / out.row_len().max(1))
-                    .unwrap_or(0);
+            if let Some((row, value)) = first_non_finite(&out) {
                 return Err(SchedError::NonFinite {
                     op: name,
                     node: nodes[row.min(b - 1)],
@@ -358,7 +393,12 @@ impl Executor {
         }
         self.buffers.push(out);
         self.aux_buffers.push(aux);
-        self.batch_inputs.push(args);
+        let inputs = args
+            .into_iter()
+            .zip(&sources)
+            .map(|(t, s)| (!matches!(s, Source::Shared)).then_some(t))
+            .collect();
+        self.records.push(Record { inputs, sources });
         let stats = &mut self.stats;
         stats.nodes += b;
         stats.batches += 1;
@@ -368,228 +408,6 @@ impl Executor {
         e.1 += b;
         if !op.batchable() {
             stats.unbatchable += b;
-        }
-        Ok(())
-    }
-}
-
-/// Where the gradient of one shared argument goes during a batch backward.
-enum Shared<'s> {
-    Skip,
-    Param(MutexGuard<'s, GradAcc>),
-    Scratch(Tensor),
-}
-
-impl Executor {
-    /// Back-propagates from `loss` (one element) through the batches of
-    /// every forward since the graph was last cleared, in reverse. Node
-    /// gradients are kept in the graph; parameter gradients are ADDED to
-    /// the store's accumulators, once per batch.
-    pub fn backward(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
-        let loss_id = g.check(loss, "backward")?;
-        if loss_id.index() >= g.evaluated() {
-            self.forward(g, store, loss)?;
-        }
-        let shape = g.node(loss_id).shape();
-        if shape.numel().unwrap_or(0) != 1 {
-            return Err(GraphError::LossNotScalar {
-                op: g.op_name(loss_id),
-                node: loss_id,
-                shape,
-            }
-            .into());
-        }
-        let _span = tracing::debug_span!("backward", strategy = self.strategy.name()).entered();
-        let t0 = Instant::now();
-        g.reset_grads();
-        let one = Tensor::full_f32(1.0, shape, Device::Cpu)
-            .map_err(batch_err(g.op_name(loss_id), &[loss_id]))?;
-        g.set_grad(loss_id, one);
-        let plans = std::mem::take(&mut self.plans);
-        let result = plans
-            .iter()
-            .rev()
-            .flat_map(|p| p.batches.iter().rev())
-            .try_for_each(|batch| self.run_backward(g, store, batch));
-        self.plans = plans;
-        self.stats.kernels += t0.elapsed();
-        result
-    }
-
-    fn accumulate(
-        &self,
-        g: &mut Graph,
-        store: &ParamStore,
-        a: NodeId,
-        grad: &Tensor,
-        op: &'static str,
-    ) -> Result<()> {
-        let err = |source| SchedError::Batch {
-            op,
-            nodes: vec![a],
-            source: Box::new(source),
-        };
-        match g.node(a).kind() {
-            NodeKind::Input(_) => {}
-            NodeKind::Param(p) => {
-                let mut acc = store.lock_grad(p, op)?;
-                let dst = acc.grad.view_mut().map_err(err)?;
-                self.backend.axpy(1.0, grad, dst).map_err(err)?;
-                acc.dense = true;
-            }
-            NodeKind::Op => {
-                let shape = g.node(a).shape();
-                let t = match g.take_grad(a) {
-                    Some(mut t) => {
-                        self.backend
-                            .axpy(1.0, grad, t.view_mut().map_err(err)?)
-                            .map_err(err)?;
-                        t
-                    }
-                    None => grad
-                        .reshape(shape)
-                        .and_then(|t| t.deep_clone())
-                        .map_err(err)?,
-                };
-                if g.checks_finite() {
-                    if let Some(value) = first_non_finite(&t) {
-                        return Err(SchedError::NonFinite {
-                            op,
-                            node: a,
-                            what: "gradient (of its argument)",
-                            value,
-                        });
-                    }
-                }
-                g.set_grad(a, t);
-            }
-        }
-        Ok(())
-    }
-
-    fn run_backward(&mut self, g: &mut Graph, store: &ParamStore, batch: &Batch) -> Result<()> {
-        let nodes = &batch.nodes;
-        if nodes.iter().all(|&x| g.grad_of(x).is_none()) {
-            return Ok(());
-        }
-        let first = nodes[0];
-        let op = g.op_shared(first);
-        let name = op.name();
-        let node = g.node(first).clone();
-        let err = batch_err(name, nodes);
-        let home = self.homes[first.index()].ok_or_else(|| {
-            err(TensorError::InvalidArgument {
-                op: name,
-                arg: "batch",
-                reason: "was not run by this executor",
-            })
-        })?;
-        let out = self.buffers[home.buffer as usize].clone();
-        let aux = self.aux_buffers[home.buffer as usize].clone();
-        let args = self.batch_inputs[home.buffer as usize].clone();
-        // Gradient arriving at the batch's outputs, one row per node.
-        let mut dout = zeros(out.shape()).map_err(&err)?;
-        {
-            let mut view = dout.view_mut().map_err(&err)?;
-            for (r, &x) in nodes.iter().enumerate() {
-                if let Some(d) = g.grad_of(x) {
-                    let d = d
-                        .reshape(Shape::stack(1, node.shape()).map_err(&err)?)
-                        .map_err(&err)?;
-                    self.backend
-                        .copy_rows(&d, 0, view.reborrow(), r, 1)
-                        .map_err(&err)?;
-                }
-            }
-        }
-        let n = args.len();
-        let arg_nodes: Vec<Vec<NodeId>> = (0..n)
-            .map(|j| nodes.iter().map(|&x| g.args(x)[j]).collect())
-            .collect();
-        let mut stacked: Vec<Option<Tensor>> = Vec::with_capacity(n);
-        let mut shared: Vec<Shared<'_>> = Vec::with_capacity(n);
-        for j in 0..n {
-            let role = op.arg_role(j, n);
-            let needs = arg_nodes[j]
-                .iter()
-                .any(|&a| !matches!(g.node(a).kind(), NodeKind::Input(_)));
-            match role {
-                ArgRole::Stack => {
-                    stacked.push(if needs {
-                        Some(zeros(args[j].shape()).map_err(&err)?)
-                    } else {
-                        None
-                    });
-                    shared.push(Shared::Skip);
-                }
-                ArgRole::Share => {
-                    stacked.push(None);
-                    let a = arg_nodes[j][0];
-                    let repeated =
-                        (0..j).any(|k| op.arg_role(k, n) == ArgRole::Share && arg_nodes[k][0] == a);
-                    shared.push(match g.node(a).kind() {
-                        NodeKind::Input(_) => Shared::Skip,
-                        NodeKind::Param(p) if !repeated => Shared::Param(store.lock_grad(p, name)?),
-                        _ => Shared::Scratch(zeros(g.node(a).shape()).map_err(&err)?),
-                    });
-                }
-            }
-        }
-        let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
-        let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
-        let touched = {
-            let mut dargs = Vec::with_capacity(n);
-            for (s, sh) in stacked.iter_mut().zip(shared.iter_mut()) {
-                let t = match (s, sh) {
-                    (Some(t), _) => Some(t),
-                    (None, Shared::Param(acc)) => Some(&mut acc.grad),
-                    (None, Shared::Scratch(t)) => Some(t),
-                    (None, Shared::Skip) => None,
-                };
-                dargs.push(match t {
-                    Some(t) => Some(t.view_mut().map_err(&err)?),
-                    None => None,
-                });
-            }
-            let mut cx = Backward::new(
-                self.backend,
-                &args,
-                &data,
-                node.attr(),
-                &seeds,
-                &out,
-                aux.as_ref(),
-                &dout,
-                dargs,
-            );
-            op.backward(&mut cx).map_err(&err)?;
-            cx.touched_rows().to_vec()
-        };
-        // Shared arguments: mark how parameters were written; release locks
-        // before stacked gradients (which may reach the same parameters).
-        let mut scratch = Vec::new();
-        for (j, sh) in shared.into_iter().enumerate() {
-            match sh {
-                Shared::Skip => {}
-                Shared::Param(mut acc) => match touched.iter().find(|(a, _)| *a == j) {
-                    Some((_, rows)) => acc.rows.extend_from_slice(rows),
-                    None => acc.dense = true,
-                },
-                Shared::Scratch(t) => scratch.push((arg_nodes[j][0], t)),
-            }
-        }
-        for (a, t) in scratch {
-            self.accumulate(g, store, a, &t, name)?;
-        }
-        for (j, s) in stacked.into_iter().enumerate() {
-            let Some(t) = s else { continue };
-            for (r, &a) in arg_nodes[j].iter().enumerate() {
-                let row = t
-                    .rows(r..r + 1)
-                    .and_then(|x| x.reshape(g.node(a).shape()))
-                    .map_err(&err)?;
-                self.accumulate(g, store, a, &row, name)?;
-            }
         }
         Ok(())
     }

@@ -9,6 +9,9 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
+mod arena;
+mod auto;
+mod backward;
 mod dot;
 mod error;
 mod exec;

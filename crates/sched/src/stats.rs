@@ -22,6 +22,14 @@ pub struct PlanStats {
     pub gathered_bytes: usize,
     /// Bytes of batch inputs that already sat contiguous and in order.
     pub avoided_bytes: usize,
+    /// Bytes of buffers (values, saved state, gathered inputs, gradients,
+    /// temporaries) the current step holds from the executor's arena.
+    pub arena_bytes: usize,
+    /// Of those, bytes allocated fresh this step (0 once the arena is warm:
+    /// later steps reuse the first steps' buffers).
+    pub arena_fresh_bytes: usize,
+    /// The most bytes any step of this executor has held.
+    pub arena_peak_bytes: usize,
     /// Time spent planning.
     pub planning: Duration,
     /// Time spent running batches (gathers included).
@@ -39,7 +47,7 @@ impl fmt::Display for PlanStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} nodes in {} batches (mean {:.1}, max {}), {} unbatchable; gathered {} B, avoided {} B; planning {:?}, kernels {:?}",
+            "{} nodes in {} batches (mean {:.1}, max {}), {} unbatchable; gathered {} B, avoided {} B; arena {} B ({} B fresh, peak {} B); planning {:?}, kernels {:?}",
             self.nodes,
             self.batches,
             self.mean_batch(),
@@ -47,6 +55,9 @@ impl fmt::Display for PlanStats {
             self.unbatchable,
             self.gathered_bytes,
             self.avoided_bytes,
+            self.arena_bytes,
+            self.arena_fresh_bytes,
+            self.arena_peak_bytes,
             self.planning,
             self.kernels
         )?;

@@ -168,6 +168,66 @@ impl Tensor {
         self.offset
     }
 
+    /// Whether this tensor alone holds its storage: no clone or view of it
+    /// exists, so writing to it copies nothing and reusing the storage
+    /// (see [`Tensor::recycle`]) changes no other tensor.
+    pub fn is_unique(&self) -> bool {
+        Arc::strong_count(&self.storage) == 1 && Arc::weak_count(&self.storage) == 0
+    }
+
+    /// Size of the whole storage in elements of this tensor's dtype (at
+    /// least `offset + numel`).
+    pub fn capacity(&self) -> usize {
+        self.storage
+            .host()
+            .map(|h| h.as_bytes().len() / self.dtype.size_in_bytes())
+            .unwrap_or(0)
+    }
+
+    /// Reuses this tensor's storage for a zero-filled tensor of `shape` and
+    /// `dtype`, without allocating: how the executor's arena hands last
+    /// step's buffers to this step. Gives the tensor back unchanged when its
+    /// storage is shared with another tensor (reusing it would change that
+    /// one), too small, or `shape` is invalid.
+    pub fn recycle(
+        self,
+        shape: impl Into<Shape>,
+        dtype: DType,
+    ) -> std::result::Result<Tensor, Tensor> {
+        let mut t = self.reuse(shape, dtype)?;
+        let bytes = t.numel() * dtype.size_in_bytes();
+        match Arc::get_mut(&mut t.storage).map(Storage::host_mut) {
+            Some(Ok(host)) => host.as_bytes_mut()[..bytes].fill(0),
+            _ => return Err(t),
+        }
+        Ok(t)
+    }
+
+    /// [`Tensor::recycle`] without the zero fill: the elements are whatever
+    /// the storage held (for a buffer the caller overwrites completely).
+    pub fn reuse(
+        mut self,
+        shape: impl Into<Shape>,
+        dtype: DType,
+    ) -> std::result::Result<Tensor, Tensor> {
+        let shape = shape.into();
+        let bytes = match shape.validate() {
+            Ok(n) => n.checked_mul(dtype.size_in_bytes()),
+            Err(_) => None,
+        };
+        match bytes {
+            Some(bytes)
+                if self.is_unique() && self.capacity() * self.dtype.size_in_bytes() >= bytes =>
+            {
+                self.offset = 0;
+                self.shape = shape;
+                self.dtype = dtype;
+                Ok(self)
+            }
+            _ => Err(self),
+        }
+    }
+
     /// Whether `self` and `other` view the same buffer.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)

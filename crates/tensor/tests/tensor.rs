@@ -392,3 +392,42 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn recycle_reuses_unique_storage_zeroed() {
+    let t = iota([4, 8]);
+    let id = t.storage_id();
+    assert!(t.is_unique());
+    assert_eq!(t.capacity(), 32);
+    let r = t
+        .recycle([3, 5], DType::F32)
+        .expect("unique and large enough");
+    assert_eq!(r.storage_id(), id, "same storage, no allocation");
+    assert_eq!(r.shape(), Shape::from([3, 5]));
+    assert_eq!(r.offset(), 0);
+    assert!(r.to_vec::<f32>().unwrap().iter().all(|&v| v == 0.0));
+    // Another dtype of the same width reuses it as well.
+    let u = r.recycle([32], DType::U32).expect("same bytes");
+    assert!(u.to_vec::<u32>().unwrap().iter().all(|&v| v == 0));
+}
+
+#[test]
+fn recycle_refuses_shared_small_or_invalid() {
+    let t = iota([4, 8]);
+    let view = t.rows(1..2).unwrap();
+    assert!(!t.is_unique() && !view.is_unique());
+    let t = t.recycle([2, 2], DType::F32).expect_err("a view exists");
+    assert_eq!(
+        view.to_vec::<f32>().unwrap(),
+        (8..16).map(|v| v as f32).collect::<Vec<_>>()
+    );
+    drop(view);
+    let t = t.recycle([5, 8], DType::F32).expect_err("too small");
+    let t = t
+        .recycle([usize::MAX, 2], DType::F32)
+        .expect_err("invalid shape");
+    assert_eq!(
+        t.to_vec::<f32>().unwrap(),
+        (0..32).map(|v| v as f32).collect::<Vec<_>>()
+    );
+}

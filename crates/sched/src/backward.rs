@@ -1,0 +1,368 @@
+//! Backward: replays every forward's batches in reverse with the ops'
+//! batched gradient rules.
+//!
+//! Gradients live in one buffer per batch, shaped like its output buffer,
+//! so a batch reads its output gradient in place. Each stacked argument's
+//! gradient goes back the way forward assembled the argument: written
+//! straight into the producer's gradient rows when forward used them in
+//! place, scatter-added when forward gathered them, row by row otherwise.
+//! Parameter gradients accumulate into the store once per batch.
+
+use std::sync::MutexGuard;
+use std::time::Instant;
+
+use sheaf_autodiff::{
+    ArgRole, Backward, Expr, GradAcc, Graph, GraphError, NodeId, NodeKind, ParamStore,
+};
+use sheaf_tensor::{Device, Shape, Tensor, TensorError, TensorMut};
+
+use crate::error::{Result, SchedError};
+use crate::exec::{batch_err, first_non_finite, Executor, Source};
+use crate::plan::Batch;
+
+/// Where the gradient of one argument of a batch goes.
+enum Dst<'s> {
+    /// Nothing to compute (inputs).
+    Skip,
+    /// Into rows `row0..` of the producer's gradient buffer `buffer`, which
+    /// is taken out of the executor for the call.
+    Direct { buffer: u32, row0: u32, t: Tensor },
+    /// Into a temporary, sent on afterwards.
+    Temp(Tensor),
+    /// Into a parameter's accumulator (shared arguments).
+    Param(MutexGuard<'s, GradAcc>),
+}
+
+impl Executor {
+    /// Back-propagates from `loss` (one element) through the batches of
+    /// every forward since the graph was last cleared, in reverse. Node
+    /// gradients are kept in the graph; parameter gradients are ADDED to
+    /// the store's accumulators, once per batch.
+    pub fn backward(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
+        let loss_id = g.check(loss, "backward")?;
+        if loss_id.index() >= g.evaluated() {
+            self.forward(g, store, loss)?;
+        }
+        let shape = g.node(loss_id).shape();
+        if shape.numel().unwrap_or(0) != 1 {
+            return Err(GraphError::LossNotScalar {
+                op: g.op_name(loss_id),
+                node: loss_id,
+                shape,
+            }
+            .into());
+        }
+        let _span = tracing::debug_span!("backward", strategy = self.strategy.name()).entered();
+        let t0 = Instant::now();
+        g.reset_grads();
+        for t in self.grads.drain(..).flatten() {
+            self.arena.recycle(t);
+        }
+        self.grads.resize(self.buffers.len(), None);
+        let err = batch_err(g.op_name(loss_id), std::slice::from_ref(&loss_id));
+        let Some(home) = self.homes[loss_id.index()] else {
+            // A leaf as the loss: nothing to propagate.
+            let one = Tensor::full_f32(1.0, shape, Device::Cpu).map_err(&err)?;
+            g.set_grad(loss_id, one);
+            return Ok(());
+        };
+        let mut seed = self.grad_buffer(home.buffer).map_err(&err)?;
+        let row_len = seed.row_len();
+        seed.as_mut_slice::<f32>().map_err(&err)?[home.row as usize * row_len] = 1.0;
+        self.grads[home.buffer as usize] = Some(seed);
+
+        let plans = std::mem::take(&mut self.plans);
+        let mut index = self.buffers.len();
+        let mut result = Ok(());
+        'all: for p in plans.iter().rev() {
+            for batch in p.batches.iter().rev() {
+                index -= 1;
+                if let Err(e) = self.run_backward(g, store, index, batch) {
+                    result = Err(e);
+                    break 'all;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = self.publish_grads(g, &plans);
+        }
+        self.plans = plans;
+        self.stats.kernels += t0.elapsed();
+        self.note_memory();
+        result
+    }
+
+    /// The gradient buffer of batch `buffer`, taken out of the executor
+    /// (zeros from the arena if no gradient has reached it yet).
+    fn grad_buffer(&mut self, buffer: u32) -> sheaf_tensor::Result<Tensor> {
+        match self.grads[buffer as usize].take() {
+            Some(t) => Ok(t),
+            None => {
+                let shape = self.buffers[buffer as usize].shape();
+                self.arena.zeros(shape)
+            }
+        }
+    }
+
+    /// Makes every node's gradient readable from the graph: row views of
+    /// the gradient buffers.
+    fn publish_grads(&self, g: &mut Graph, plans: &[crate::plan::Plan]) -> Result<()> {
+        let batches = plans.iter().flat_map(|p| p.batches.iter());
+        for (grad, batch) in self.grads.iter().zip(batches) {
+            let Some(grad) = grad else { continue };
+            let shape = g.node(batch.nodes[0]).shape();
+            let err = batch_err(g.op_name(batch.nodes[0]), &batch.nodes);
+            for (r, &x) in batch.nodes.iter().enumerate() {
+                let v = grad
+                    .rows(r..r + 1)
+                    .and_then(|t| t.reshape(shape))
+                    .map_err(&err)?;
+                g.set_grad(x, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `src` (shaped like node `a`) to `a`'s gradient: its row of its
+    /// batch's gradient buffer, or its parameter's accumulator.
+    fn accumulate_row(
+        &mut self,
+        g: &Graph,
+        store: &ParamStore,
+        a: NodeId,
+        src: &Tensor,
+        op: &'static str,
+    ) -> Result<()> {
+        let err = |source| SchedError::Batch {
+            op,
+            nodes: vec![a],
+            source: Box::new(source),
+        };
+        match g.node(a).kind() {
+            NodeKind::Input(_) => {}
+            NodeKind::Param(p) => {
+                let mut acc = store.lock_grad(p, op)?;
+                let dst = acc.grad.view_mut().map_err(err)?;
+                self.backend.axpy(1.0, src, dst).map_err(err)?;
+                acc.dense = true;
+            }
+            NodeKind::Op => {
+                let home = self.homes[a.index()].ok_or_else(|| {
+                    err(TensorError::InvalidArgument {
+                        op,
+                        arg: "argument",
+                        reason: "was not computed by this executor",
+                    })
+                })?;
+                let mut t = self.grad_buffer(home.buffer).map_err(err)?;
+                let r = home.row as usize;
+                let res = t
+                    .view_mut()
+                    .and_then(|v| v.into_rows_mut(r..r + 1))
+                    .and_then(|v| v.reshape(src.shape()))
+                    .and_then(|v| self.backend.axpy(1.0, src, v));
+                self.grads[home.buffer as usize] = Some(t);
+                res.map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_backward(
+        &mut self,
+        g: &Graph,
+        store: &ParamStore,
+        index: usize,
+        batch: &Batch,
+    ) -> Result<()> {
+        let Some(dout) = self.grads[index].take() else {
+            return Ok(());
+        };
+        let nodes = &batch.nodes;
+        let b = nodes.len();
+        let first = nodes[0];
+        let op = g.op_shared(first);
+        let name = op.name();
+        let node = g.node(first).clone();
+        let err = batch_err(name, nodes);
+        let _span = tracing::trace_span!("batch_backward", op = name, size = b).entered();
+        if g.checks_finite() {
+            if let Some((row, value)) = first_non_finite(&dout) {
+                self.grads[index] = Some(dout);
+                return Err(SchedError::NonFinite {
+                    op: name,
+                    node: nodes[row.min(b - 1)],
+                    what: "gradient",
+                    value,
+                });
+            }
+        }
+        let out = self.buffers[index].clone();
+        let aux = self.aux_buffers[index].clone();
+        let record = &self.records[index];
+        let sources = record.sources.clone();
+        let n = sources.len();
+        let mut args = Vec::with_capacity(n);
+        for (j, input) in record.inputs.iter().enumerate() {
+            args.push(match input {
+                Some(t) => t.clone(),
+                None => g.value_of(g.args(first)[j]).cloned().ok_or_else(|| {
+                    err(TensorError::InvalidArgument {
+                        op: name,
+                        arg: "shared argument",
+                        reason: "has no value",
+                    })
+                })?,
+            });
+        }
+        // Where each argument's gradient goes.
+        let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(n);
+        let mut taken: Vec<u32> = Vec::new();
+        for j in 0..n {
+            let role = op.arg_role(j, n);
+            let dst = match role {
+                ArgRole::Stack => {
+                    let needed = nodes
+                        .iter()
+                        .any(|&x| !matches!(g.node(g.args(x)[j]).kind(), NodeKind::Input(_)));
+                    match &sources[j] {
+                        _ if !needed => Dst::Skip,
+                        Source::View { buffer, row0 }
+                            if *buffer as usize != index && !taken.contains(buffer) =>
+                        {
+                            taken.push(*buffer);
+                            Dst::Direct {
+                                buffer: *buffer,
+                                row0: *row0,
+                                t: self.grad_buffer(*buffer).map_err(&err)?,
+                            }
+                        }
+                        _ => Dst::Temp(self.arena.zeros(args[j].shape()).map_err(&err)?),
+                    }
+                }
+                ArgRole::Share => {
+                    let a = g.args(first)[j];
+                    let repeated = (0..j)
+                        .any(|k| op.arg_role(k, n) == ArgRole::Share && g.args(first)[k] == a);
+                    match g.node(a).kind() {
+                        NodeKind::Input(_) => Dst::Skip,
+                        NodeKind::Param(p) if !repeated => Dst::Param(store.lock_grad(p, name)?),
+                        _ => Dst::Temp(self.arena.zeros(g.node(a).shape()).map_err(&err)?),
+                    }
+                }
+            };
+            dsts.push(dst);
+        }
+        let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
+        let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
+        let touched = {
+            let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(n);
+            for (dst, arg) in dsts.iter_mut().zip(&args) {
+                dargs.push(match dst {
+                    Dst::Skip => None,
+                    Dst::Direct { row0, t, .. } => {
+                        let r = *row0 as usize;
+                        Some(
+                            t.view_mut()
+                                .and_then(|v| v.into_rows_mut(r..r + b))
+                                .and_then(|v| v.reshape(arg.shape()))
+                                .map_err(&err)?,
+                        )
+                    }
+                    Dst::Temp(t) => Some(t.view_mut().map_err(&err)?),
+                    Dst::Param(acc) => Some(acc.grad.view_mut().map_err(&err)?),
+                });
+            }
+            let _span = tracing::trace_span!("kernel").entered();
+            let mut cx = Backward::new(
+                self.backend,
+                &args,
+                &data,
+                node.attr(),
+                &seeds,
+                &out,
+                aux.as_ref(),
+                &dout,
+                dargs,
+            );
+            op.backward(&mut cx).map_err(&err)?;
+            cx.touched_rows().to_vec()
+        };
+        self.grads[index] = Some(dout);
+        // Parameters first, releasing their locks before temporaries are
+        // sent on (which may reach the same parameters).
+        let mut temps = Vec::new();
+        for (j, dst) in dsts.into_iter().enumerate() {
+            match dst {
+                Dst::Skip => {}
+                Dst::Param(mut acc) => match touched.iter().find(|(a, _)| *a == j) {
+                    Some((_, rows)) => acc.rows.extend_from_slice(rows),
+                    None => acc.dense = true,
+                },
+                Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
+                Dst::Temp(t) => temps.push((j, t)),
+            }
+        }
+        for (j, t) in temps {
+            self.send_back(g, store, batch, j, &sources[j], &t, name)?;
+            self.arena.recycle(t);
+        }
+        Ok(())
+    }
+
+    /// Adds the temporary gradient `t` of argument `j` of `batch` to where
+    /// the argument came from.
+    #[allow(clippy::too_many_arguments)]
+    fn send_back(
+        &mut self,
+        g: &Graph,
+        store: &ParamStore,
+        batch: &Batch,
+        j: usize,
+        source: &Source,
+        t: &Tensor,
+        op: &'static str,
+    ) -> Result<()> {
+        let nodes = &batch.nodes;
+        let err = batch_err(op, nodes);
+        match source {
+            Source::Shared => {
+                let a = g.args(nodes[0])[j];
+                self.accumulate_row(g, store, a, t, op)
+            }
+            Source::View { buffer, row0 } => {
+                let mut dst = self.grad_buffer(*buffer).map_err(&err)?;
+                let r = *row0 as usize;
+                let res = dst
+                    .view_mut()
+                    .and_then(|v| v.into_rows_mut(r..r + nodes.len()))
+                    .and_then(|v| v.reshape(t.shape()))
+                    .and_then(|v| self.backend.axpy(1.0, t, v));
+                self.grads[*buffer as usize] = Some(dst);
+                res.map_err(&err)
+            }
+            Source::Gather { buffer, idx } => {
+                let mut dst = self.grad_buffer(*buffer).map_err(&err)?;
+                let res = t
+                    .reshape(Shape::stack(nodes.len(), dst.shape().row_shape()).map_err(&err)?)
+                    .and_then(|src| {
+                        let v = dst.view_mut()?;
+                        self.backend.scatter_add_rows(&src, idx, v)
+                    });
+                self.grads[*buffer as usize] = Some(dst);
+                res.map_err(&err)
+            }
+            Source::Rows => {
+                for (r, &x) in nodes.iter().enumerate() {
+                    let a = g.args(x)[j];
+                    let row = t
+                        .rows(r..r + 1)
+                        .and_then(|v| v.reshape(g.node(a).shape()))
+                        .map_err(&err)?;
+                    self.accumulate_row(g, store, a, &row, op)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
