@@ -37,7 +37,7 @@ fn glove_exact_then_lowercase() {
     let expect = vec![
         (1, vec![0.1, 0.2, 0.3]), // "The" <- "the" (lowercase)
         (2, vec![0.5, 0.5, 0.5]), // "Rock" exact, though "rock" comes first
-        (3, vec![1.0, 2.0, 3.0]), // ","
+        (3, vec![1.0, 2.0, 3.0]), // "," (not the spaced word ", ,")
         (4, vec![0.1, 0.2, 0.3]), // "the": the first of the two lines wins
         (6, vec![4.0, 5.0, 6.0]), // "Émile" <- "émile" (Unicode lowercase)
     ];
@@ -187,6 +187,54 @@ fn malformed_lines_name_line_and_column() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn words_with_spaces_are_skipped_extra_numbers_are_not() {
+    let dir = std::env::temp_dir().join(format!("sheaf-emb-sp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("spaced.txt");
+    // glove.840B style: the first line fixes d = 2, then a word with spaces.
+    std::fs::write(&path, "the 1 2\nat the 3 4\n. . . 5 6\nRock 7 8\n").unwrap();
+    let p = read_embeddings(&path, &vocab()).unwrap();
+    assert_eq!(
+        rows(&p),
+        vec![
+            (1, vec![1.0, 2.0]),
+            (2, vec![7.0, 8.0]),
+            (4, vec![1.0, 2.0])
+        ]
+    );
+    // Extra numbers are a wrong dimension, not part of the word.
+    std::fs::write(&path, "the 1 2\nRock 3 4 5\n").unwrap();
+    let err = read_embeddings(&path, &vocab()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EmbeddingError::Dimension {
+                line: 2,
+                expected: 2,
+                found: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A bad value in a spaced word's vector is still an error.
+    std::fs::write(&path, "the 1 2\na b 3 x\n").unwrap();
+    let err = read_embeddings(&path, &vocab()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            EmbeddingError::BadNumber {
+                line: 2,
+                column: 7,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

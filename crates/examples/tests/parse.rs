@@ -73,6 +73,11 @@ fn real_files_round_trip_line_for_line() {
         for (no, (line, tree)) in lines.iter().zip(&trees).enumerate() {
             assert_eq!(&tree.to_ptb(), line, "{name}:{}", no + 1);
         }
+        // The same file with CRLF line ends gives the same trees.
+        assert_eq!(
+            parse_trees(&text.replace('\n', "\r\n"), name).unwrap(),
+            trees
+        );
     }
 }
 

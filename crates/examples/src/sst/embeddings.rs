@@ -7,15 +7,20 @@
 //!
 //! Strict: the first vector line fixes the dimension and every other line
 //! must have it; every value must be a finite number. Errors name the file
-//! and line (and the column of a bad value). Files are streamed, so a
-//! multi-gigabyte file costs no more memory than the rows kept.
+//! and line (and the column of a bad value). One exception: once the
+//! dimension `d` is known, a line with more fields whose fields before the
+//! last `d` are not all numbers holds a word with spaces (glove.840B has a
+//! few, e.g. `. . .`); such a word can match no SST token, so it is skipped.
+//! Files are streamed: a multi-gigabyte file costs no more memory than the
+//! rows kept.
 //!
 //! Matching: a vocabulary word takes the vector of the same word if the
-//! file has one (exact, case-sensitive); otherwise that of its lowercase
-//! form (GloVe is lowercased, SST is not: `The` gets `the`'s vector).
-//! Within each kind the first occurrence in the file wins. File words not
-//! in the vocabulary, and words that are not valid UTF-8, are skipped (but
-//! their line is still checked). A `<unk>` vector in the file fills row 0.
+//! file has one (exact, case-sensitive), otherwise that of its lowercase
+//! form: SST is cased, GloVe 6B and 42B are lowercased, so `The` gets
+//! `the`'s vector (from the cased glove.840B, its own). Within each kind
+//! the first occurrence in the file wins. File words not in the vocabulary,
+//! and words that are not valid UTF-8, are skipped (their lines are still
+//! checked). A `<unk>` vector in the file fills row 0.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -160,14 +165,18 @@ fn column(line: &[u8], at: usize) -> usize {
     String::from_utf8_lossy(&line[..at]).chars().count() + 1
 }
 
-/// The word2vec header `count dim`, if `line` is one.
-fn header(line: &[u8]) -> Option<(usize, usize)> {
-    let f: Vec<(usize, usize)> = fields(line).take(3).collect();
+/// The word2vec header `count dim`, if `line` (split into `spans`) is one.
+fn header(line: &[u8], spans: &[(usize, usize)]) -> Option<(usize, usize)> {
     let num = |(a, b): (usize, usize)| std::str::from_utf8(&line[a..b]).ok()?.parse().ok();
-    match f[..] {
+    match *spans {
         [c, d] => Some((num(c)?, num(d)?)),
         _ => None,
     }
+}
+
+/// `text` as a number (possibly infinite or NaN), if it is one.
+fn number(text: &[u8]) -> Option<f32> {
+    std::str::from_utf8(text).ok()?.parse().ok()
 }
 
 /// Where a vocabulary id's vector comes from: a row of `kept`.
@@ -212,6 +221,7 @@ pub fn read_embeddings(path: &Path, vocab: &Vocab) -> Result<Pretrained, Embeddi
     let mut vectors = 0usize;
     let mut seen_content = false;
     let mut buf = Vec::new();
+    let mut spans: Vec<(usize, usize)> = Vec::new();
     let mut line_no = 0;
 
     loop {
@@ -226,29 +236,47 @@ pub fn read_embeddings(path: &Path, vocab: &Vocab) -> Result<Pretrained, Embeddi
         } else {
             &buf
         };
-        let mut f = fields(line);
-        let Some((ws, we)) = f.next() else { continue };
+        spans.clear();
+        spans.extend(fields(line));
+        let Some(&(ws, we)) = spans.first() else {
+            continue;
+        };
         if !seen_content {
             seen_content = true;
-            if let Some((count, d)) = header(line) {
+            if let Some((count, d)) = header(line, &spans) {
                 head = Some((count, d, line_no));
                 continue;
             }
         }
 
+        // A word holding spaces (glove.840B has a few, e.g. `. . .`): once
+        // the dimension is known, extra fields before the last `d` that are
+        // not all numbers belong to the word. Such a word can match no SST
+        // token, so the line is checked and skipped. Extra numbers are a
+        // dimension error.
+        let written = spans.len() - 1;
+        let first_value = match dim.map(|(d, _)| d).or(head.map(|h| h.1)) {
+            Some(d)
+                if written > d
+                    && spans[1..=written - d]
+                        .iter()
+                        .any(|&(a, b)| number(&line[a..b]).is_none()) =>
+            {
+                written + 1 - d
+            }
+            _ => 1,
+        };
+
         // Check the whole line before deciding whether it is needed.
         values.clear();
-        for (a, b) in f {
+        for &(a, b) in &spans[first_value..] {
             let text = &line[a..b];
-            let v: f32 = std::str::from_utf8(text)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| EmbeddingError::BadNumber {
-                    path: path.to_owned(),
-                    line: line_no,
-                    column: column(line, a),
-                    text: String::from_utf8_lossy(text).into_owned(),
-                })?;
+            let v = number(text).ok_or_else(|| EmbeddingError::BadNumber {
+                path: path.to_owned(),
+                line: line_no,
+                column: column(line, a),
+                text: String::from_utf8_lossy(text).into_owned(),
+            })?;
             if !v.is_finite() {
                 return Err(EmbeddingError::NonFinite {
                     path: path.to_owned(),
@@ -293,10 +321,13 @@ pub fn read_embeddings(path: &Path, vocab: &Vocab) -> Result<Pretrained, Embeddi
         }
         vectors += 1;
 
-        // Invalid UTF-8 can match no vocabulary word.
+        // Invalid UTF-8 can match no vocabulary word either.
         let Ok(word) = std::str::from_utf8(&line[ws..we]) else {
             continue;
         };
+        if first_value > 1 {
+            continue;
+        }
         let mut row = None;
         let mut keep = |kept: &mut Vec<f32>| {
             *row.get_or_insert_with(|| {

@@ -17,44 +17,52 @@ use std::path::{Path, PathBuf};
 
 use super::tree::{Label, Node, Tree, CLASSES};
 
-/// What is wrong with a tree line. The column of the [`ParseError`] points
-/// at the offending character; shape errors (the last five before
-/// [`ParseErrorKind::TextAfterTree`]) point at the node's opening `(`.
+/// What is wrong with a tree line. Each variant says where the column of
+/// its [`ParseError`] points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseErrorKind {
     /// The line holds only whitespace ([`parse_trees`] skips such lines).
+    /// Column: the end of the line.
     EmptyInput,
-    /// The line does not start with `(`.
+    /// The line does not start with `(`. Column: the character shown.
     ExpectedOpen(char),
     /// A `(` is followed by `(`, `)` or the end of the line instead of a
-    /// label.
+    /// label. Column: that `(`.
     MissingLabel,
-    /// The label is not a decimal number.
+    /// The label is not a decimal number (or does not fit in `u32`).
+    /// Column: the label.
     BadLabel(String),
-    /// The label is a number outside `0..CLASSES`.
+    /// The label is a number outside `0..CLASSES`. Column: the label.
     LabelOutOfRange(u32),
-    /// A node with a label but neither a word nor children: `(2 )`.
+    /// A node with a label but neither a word nor children, `(2 )`.
+    /// Column: the node's `(`.
     EmptyLeaf,
-    /// A leaf with more than one word (the count).
+    /// A leaf with more than one word (the count), `(2 a b)`. Column: the
+    /// node's `(`.
     ManyWords(usize),
-    /// An inner node with other than two children (the count).
+    /// An inner node with other than two children (the count). Column: the
+    /// node's `(`.
     NotBinary(usize),
-    /// A node with both words and subtrees.
+    /// A node with both words and subtrees, `(2 a (2 b))`. Column: the
+    /// node's `(`.
     MixedChildren {
         /// Words in the node.
         words: usize,
         /// Subtrees in the node.
         subtrees: usize,
     },
-    /// The line ends before this `(` is closed.
+    /// The line ends before a `(` is closed. Column: the innermost
+    /// unclosed `(`.
     UnbalancedOpen,
-    /// A `)` with no open node.
+    /// A `)` with no open node (right after the tree, or at the start).
+    /// Column: that `)`.
     UnbalancedClose,
-    /// Non-whitespace after the root's closing `)`.
+    /// Non-whitespace after the root's closing `)`. Column: its start.
     TextAfterTree,
-    /// A control character (other than ASCII whitespace) in the line.
+    /// A control character (other than ASCII whitespace). Column: it.
     StrayCharacter(char),
-    /// The file is not UTF-8 from here on.
+    /// The file is not UTF-8 ([`read_trees`] only). Column: the first bad
+    /// byte.
     InvalidUtf8,
 }
 
@@ -71,6 +79,7 @@ impl fmt::Display for ParseErrorKind {
                 f,
                 "leaf has {n} words, expected 1 (tokens are split on ASCII whitespace)"
             ),
+            Self::NotBinary(1) => write!(f, "node has 1 child, expected 2"),
             Self::NotBinary(n) => write!(f, "node has {n} children, expected 2"),
             Self::MixedChildren { words, subtrees } => write!(
                 f,
