@@ -2,4 +2,11 @@
 //! Stanford Sentiment Treebank (the `sst` binary trains, evaluates and
 //! predicts with it).
 
+pub mod engine;
+pub mod error;
+pub mod eval;
+pub mod model;
+pub mod plot;
 pub mod sst;
+pub mod state;
+pub mod train;

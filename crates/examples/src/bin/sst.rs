@@ -1,0 +1,463 @@
+//! `sst`: train, evaluate and use a binary Tree-LSTM sentiment classifier
+//! on the Stanford Sentiment Treebank.
+//!
+//! ```text
+//! sst train [--epochs N] [--strategy agenda] [--checkpoint-dir checkpoints/sst] ...
+//! sst eval --checkpoint checkpoints/sst [--split dev|test]
+//! sst predict --checkpoint checkpoints/sst [FILE]
+//! ```
+//!
+//! Errors (missing or malformed files, bad settings) are one line on stderr
+//! and exit code 1; usage errors exit with 2.
+
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sheaf_examples::engine::{Engine, Exec};
+use sheaf_examples::error::{Error, Result};
+use sheaf_examples::eval::{fine_label, Scores, Trained, Which};
+use sheaf_examples::model::ModelConfig;
+use sheaf_examples::sst::{parse_trees, read_trees};
+use sheaf_examples::train::{
+    default_data_dir, with_threads, Event, OptimizerKind, Reduction, ResumeChanges, TrainConfig,
+    Trainer,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sst",
+    version,
+    about = "Tree-LSTM sentiment classification on the Stanford Sentiment Treebank, with sheaf"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Train a model; checkpoints, vocabulary, history and plot go to
+    /// --checkpoint-dir after every epoch.
+    Train(Box<TrainArgs>),
+    /// Print the fine-grained and binary accuracy of a checkpoint on a split.
+    Eval(EvalArgs),
+    /// Predict the sentiment of PTB trees, one per line (from FILE or
+    /// stdin). The input must be in SST's labelled PTB format, e.g.
+    /// `(3 (2 a) (3 (3 good) (2 film)))`; its labels are required by the
+    /// format but ignored. Prints, per line: the predicted root label 0-4,
+    /// a tab, and the five class probabilities.
+    Predict(PredictArgs),
+}
+
+#[derive(Args, Debug)]
+struct TrainArgs {
+    /// Directory with train.txt, dev.txt, test.txt [default: the
+    /// repository's data/sst].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// How graphs are executed [default: agenda].
+    #[arg(long, value_enum)]
+    strategy: Option<Exec>,
+    /// Epochs in all (with --resume: the new total) [default: 3].
+    #[arg(long, value_name = "N")]
+    epochs: Option<usize>,
+    /// Trees per update [default: 25].
+    #[arg(long, value_name = "N")]
+    batch_size: Option<usize>,
+    /// Learning rate [default: 0.05 for adagrad, 0.001 for adam].
+    #[arg(long, value_name = "F")]
+    lr: Option<f32>,
+    /// Update rule [default: adagrad].
+    #[arg(long, value_enum)]
+    optimizer: Option<OptimizerKind>,
+    /// L2 weight decay [default: 1e-4].
+    #[arg(long, value_name = "F")]
+    weight_decay: Option<f32>,
+    /// Combine a batch's tree losses by mean or sum [default: mean].
+    #[arg(long, value_enum)]
+    reduction: Option<Reduction>,
+    /// Clip the global gradient norm of each update to F [default: off].
+    #[arg(long, value_name = "F")]
+    clip_norm: Option<f32>,
+    /// Dropout rate on the embeddings and before the output layer
+    /// [default: 0.5]; 0 adds no dropout at all.
+    #[arg(long, value_name = "F")]
+    dropout: Option<f32>,
+    /// Dropout rate on the embeddings only [default: --dropout].
+    #[arg(long, value_name = "F")]
+    dropout_embed: Option<f32>,
+    /// Dropout rate before the output layer only [default: --dropout].
+    #[arg(long, value_name = "F")]
+    dropout_output: Option<f32>,
+    /// Embedding size [default: 300].
+    #[arg(long, value_name = "N")]
+    embed_dim: Option<usize>,
+    /// Tree-LSTM cell size [default: 150].
+    #[arg(long, value_name = "N")]
+    hidden: Option<usize>,
+    /// Random embeddings are uniform in ±F [default: 0.05].
+    #[arg(long, value_name = "F")]
+    embed_init: Option<f32>,
+    /// Worker threads; 0 = all cores.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+    /// Seed of initialisation, shuffling and dropout [default: 1].
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Where checkpoints, vocabulary, state, history.csv and training.svg
+    /// go.
+    #[arg(long, value_name = "DIR", default_value = "checkpoints/sst")]
+    checkpoint_dir: PathBuf,
+    /// Continue the run in --checkpoint-dir (or in DIR) from its last
+    /// finished epoch, exactly as if it had not stopped. Only --epochs,
+    /// --strategy, --threads and --patience may be given with it.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    resume: Option<Option<PathBuf>>,
+    /// Delete a run already in --checkpoint-dir and start over.
+    #[arg(long, conflicts_with = "resume")]
+    overwrite: bool,
+    /// Pretrained word vectors (GloVe or word2vec text format) copied into
+    /// the embedding table; their size must equal --embed-dim.
+    #[arg(long, value_name = "PATH")]
+    embeddings: Option<PathBuf>,
+    /// Train on the first N training trees only.
+    #[arg(long, value_name = "N")]
+    max_train_trees: Option<usize>,
+    /// Stop after N epochs without a better dev accuracy [default: off].
+    #[arg(long, value_name = "N")]
+    patience: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    /// A checkpoint directory written by `sst train`.
+    #[arg(long, value_name = "DIR")]
+    checkpoint: PathBuf,
+    /// Which parameters to load.
+    #[arg(long, value_enum, default_value_t = Which::Best)]
+    which: Which,
+    /// How graphs are executed.
+    #[arg(long, value_enum, default_value_t = Exec::Agenda)]
+    strategy: Exec,
+    /// Worker threads; 0 = all cores.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+}
+
+#[derive(Args, Debug)]
+struct EvalArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    /// The split to score.
+    #[arg(long, value_enum, default_value_t = SplitName::Dev)]
+    split: SplitName,
+    /// Directory with the split's file [default: the run's data directory].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct PredictArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    /// PTB trees, one per line; `-` or none reads stdin.
+    file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SplitName {
+    Train,
+    Dev,
+    Test,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Train(a) => train(*a),
+        Cmd::Eval(a) => eval(a),
+        Cmd::Predict(a) => predict(a),
+    };
+    if let Err(e) = result {
+        // One line, whatever the error holds.
+        let msg = e.to_string().replace("\n  - ", "; ").replace('\n', " ");
+        eprintln!("error: {msg}");
+        std::process::exit(1);
+    }
+}
+
+fn train(a: TrainArgs) -> Result<()> {
+    let threads = a.threads;
+    let mut bar: Option<ProgressBar> = None;
+    let mut on = move |ev: Event<'_>| report(&mut bar, ev);
+    let started = Instant::now();
+    let (dir, state) = with_threads(threads, || -> Result<_> {
+        let mut trainer =
+            match &a.resume {
+                Some(dir) => {
+                    let dir = dir.clone().unwrap_or_else(|| a.checkpoint_dir.clone());
+                    refuse_changes_on_resume(&a)?;
+                    let t = Trainer::resume(
+                        &dir,
+                        ResumeChanges {
+                            epochs: a.epochs,
+                            exec: a.strategy,
+                            patience: a.patience,
+                        },
+                    )?;
+                    let s = t.state();
+                    println!(
+                        "resuming {} after epoch {} (step {}), {} epochs in all",
+                        dir.display(),
+                        s.epochs_done,
+                        s.step,
+                        s.train.epochs
+                    );
+                    t
+                }
+                None => {
+                    let (model, cfg) = settings(&a);
+                    println!(
+                    "training: {} lr {} weight decay {} batch {} ({}), dropout {}/{}, E {} H {}, \
+                     {} epochs, seed {}, {} executor",
+                    cfg.optimizer.name(),
+                    cfg.lr,
+                    cfg.weight_decay,
+                    cfg.batch_size,
+                    if cfg.reduction == Reduction::Mean { "mean" } else { "sum" },
+                    model.dropout_embed,
+                    model.dropout_output,
+                    model.embed_dim,
+                    model.hidden,
+                    cfg.epochs,
+                    cfg.seed,
+                    cfg.exec
+                );
+                    Trainer::new(&a.checkpoint_dir, model, cfg, a.overwrite, &mut on)?
+                }
+            };
+        println!(
+            "{} threads; checkpoints in {}",
+            rayon::current_num_threads(),
+            trainer.dir().display()
+        );
+        trainer.run(&mut on)?;
+        Ok((trainer.dir().to_path_buf(), trainer.state().clone()))
+    })??;
+    let secs = started.elapsed().as_secs_f64();
+    match &state.best {
+        Some(b) => println!(
+            "done in {secs:.0} s: best epoch {} (dev fine-grained {:.2}%, binary {:.2}%); \
+             `sst eval --checkpoint {} --split test` scores it",
+            b.epoch,
+            100.0 * b.dev_fine,
+            100.0 * b.dev_binary,
+            dir.display()
+        ),
+        None => println!("done in {secs:.0} s: no epoch trained"),
+    }
+    Ok(())
+}
+
+/// The model and training settings of a new run from the flags.
+fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
+    let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
+    let mut cfg = TrainConfig::new(data_dir);
+    let optimizer = a.optimizer.unwrap_or(cfg.optimizer);
+    cfg.optimizer = optimizer;
+    cfg.lr = a.lr.unwrap_or(optimizer.default_lr());
+    cfg.epochs = a.epochs.unwrap_or(cfg.epochs);
+    cfg.batch_size = a.batch_size.unwrap_or(cfg.batch_size);
+    cfg.weight_decay = a.weight_decay.unwrap_or(cfg.weight_decay);
+    cfg.reduction = a.reduction.unwrap_or(cfg.reduction);
+    cfg.clip_norm = a.clip_norm;
+    cfg.seed = a.seed.unwrap_or(cfg.seed);
+    cfg.exec = a.strategy.unwrap_or(cfg.exec);
+    cfg.max_train_trees = a.max_train_trees;
+    cfg.embeddings = a.embeddings.clone();
+    cfg.patience = a.patience;
+    let mut model = ModelConfig::new(0);
+    let dropout = a.dropout.unwrap_or(0.5);
+    model.dropout_embed = a.dropout_embed.unwrap_or(dropout);
+    model.dropout_output = a.dropout_output.unwrap_or(dropout);
+    model.embed_dim = a.embed_dim.unwrap_or(model.embed_dim);
+    model.hidden = a.hidden.unwrap_or(model.hidden);
+    model.embed_init = a.embed_init.unwrap_or(model.embed_init);
+    (model, cfg)
+}
+
+/// With --resume, the run's own settings apply; flags that would change
+/// them are refused (the run could not continue exactly).
+fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
+    let given: [(&str, bool); 17] = [
+        ("--data-dir", a.data_dir.is_some()),
+        ("--batch-size", a.batch_size.is_some()),
+        ("--lr", a.lr.is_some()),
+        ("--optimizer", a.optimizer.is_some()),
+        ("--weight-decay", a.weight_decay.is_some()),
+        ("--reduction", a.reduction.is_some()),
+        ("--clip-norm", a.clip_norm.is_some()),
+        ("--dropout", a.dropout.is_some()),
+        ("--dropout-embed", a.dropout_embed.is_some()),
+        ("--dropout-output", a.dropout_output.is_some()),
+        ("--embed-dim", a.embed_dim.is_some()),
+        ("--hidden", a.hidden.is_some()),
+        ("--embed-init", a.embed_init.is_some()),
+        ("--seed", a.seed.is_some()),
+        ("--embeddings", a.embeddings.is_some()),
+        ("--max-train-trees", a.max_train_trees.is_some()),
+        ("--overwrite", a.overwrite),
+    ];
+    let bad: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "{} cannot be given with --resume: a resumed run keeps its saved settings \
+             (only --epochs, --strategy, --threads and --patience may change)",
+            bad.join(", ")
+        )))
+    }
+}
+
+/// Progress bar (stderr, only on a terminal) and per-epoch lines (stdout).
+fn report(bar: &mut Option<ProgressBar>, ev: Event<'_>) {
+    match ev {
+        Event::Info(s) => println!("{s}"),
+        Event::EpochStart {
+            epoch,
+            epochs,
+            trees,
+        } => {
+            let pb = ProgressBar::with_draw_target(Some(trees as u64), stderr_target());
+            let style = ProgressStyle::with_template(
+                "epoch {prefix} [{bar:30}] {pos}/{len} trees {msg} ({elapsed}, eta {eta})",
+            )
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            pb.set_style(style);
+            pb.set_prefix(format!("{epoch}/{epochs}"));
+            pb.enable_steady_tick(Duration::from_millis(250));
+            *bar = Some(pb);
+        }
+        Event::Step {
+            trees_done,
+            loss,
+            trees_per_sec,
+        } => {
+            if let Some(pb) = bar {
+                pb.set_position(trees_done as u64);
+                pb.set_message(format!("loss {loss:.4}/node, {trees_per_sec:.0} trees/s"));
+            }
+        }
+        Event::Evaluating => {
+            if let Some(pb) = bar {
+                pb.set_message("evaluating on dev");
+            }
+        }
+        Event::EpochEnd { record: r, best } => {
+            if let Some(pb) = bar.take() {
+                pb.finish_and_clear();
+            }
+            println!(
+                "epoch {:>3}  loss {:.4}/node  {:>6.0} trees/s ({:.1} s)  dev fine {:.2}%  binary {:.2}%{}",
+                r.epoch,
+                r.train_loss,
+                r.trees_per_sec,
+                r.train_seconds,
+                100.0 * r.dev_fine,
+                100.0 * r.dev_binary,
+                if best { "  best" } else { "" }
+            );
+        }
+        Event::EarlyStop { best_epoch } => {
+            println!("early stop: no better dev accuracy since epoch {best_epoch}")
+        }
+    }
+}
+
+/// stderr when it is a terminal, else nothing (logs stay clean).
+fn stderr_target() -> ProgressDrawTarget {
+    if io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    }
+}
+
+fn eval(a: EvalArgs) -> Result<()> {
+    with_threads(a.load.threads, || -> Result<()> {
+        let trained = Trained::load(&a.load.checkpoint, a.load.which)?;
+        let dir = a
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| trained.state.train.data_dir.clone());
+        let name = match a.split {
+            SplitName::Train => "train",
+            SplitName::Dev => "dev",
+            SplitName::Test => "test",
+        };
+        let path = dir.join(format!("{name}.txt"));
+        let trees = read_trees(&path)?;
+        let mut engine = Engine::new(a.load.strategy);
+        let probs = trained.predict(&mut engine, &trees)?;
+        let s = Scores::of(&trees, &probs);
+        println!(
+            "{name} ({}): fine-grained {:.2}% ({}/{}), binary {:.2}% ({}/{}) [{} of {}]",
+            path.display(),
+            100.0 * s.fine(),
+            s.fine_correct,
+            s.fine_total,
+            100.0 * s.binary(),
+            s.binary_correct,
+            s.binary_total,
+            a.load.which.file(),
+            a.load.checkpoint.display()
+        );
+        Ok(())
+    })?
+}
+
+fn predict(a: PredictArgs) -> Result<()> {
+    let (text, name) = match &a.file {
+        Some(p) if p != Path::new("-") => (
+            std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?,
+            p.display().to_string(),
+        ),
+        _ => {
+            let mut s = String::new();
+            io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Error::io("<stdin>", e))?;
+            (s, "<stdin>".to_string())
+        }
+    };
+    let trees = parse_trees(&text, &name)?;
+    let probs = with_threads(a.load.threads, || -> Result<_> {
+        let trained = Trained::load(&a.load.checkpoint, a.load.which)?;
+        let mut engine = Engine::new(a.load.strategy);
+        trained.predict(&mut engine, &trees)
+    })??;
+    let mut out = io::stdout().lock();
+    for p in &probs {
+        let line = format!(
+            "{}\t{:.4} {:.4} {:.4} {:.4} {:.4}",
+            fine_label(p),
+            p[0],
+            p[1],
+            p[2],
+            p[3],
+            p[4]
+        );
+        if let Err(e) = writeln!(out, "{line}") {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Ok(());
+            }
+            return Err(Error::io("<stdout>", e));
+        }
+    }
+    Ok(())
+}

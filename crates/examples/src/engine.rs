@@ -1,0 +1,102 @@
+//! [`Engine`]: runs a graph with the chosen execution strategy — the
+//! unbatched reference executor ([`Sequential`]) or sheaf's batching
+//! [`Executor`] (depth, agenda or auto) — behind one interface.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sheaf_autodiff::{Expr, Graph, ParamStore, Sequential};
+use sheaf_sched::{Executor, Strategy};
+use sheaf_tensor::Tensor;
+
+use crate::error::Result;
+
+/// How graphs are executed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Exec {
+    /// One node per kernel call (`sheaf_autodiff::Sequential`, the
+    /// reference).
+    Sequential,
+    /// Equal signatures at equal depth in one call (TensorFlow Fold).
+    Depth,
+    /// A ready-node agenda, lowest mean depth first (DyNet).
+    #[default]
+    Agenda,
+    /// Times depth and agenda on the first graphs and keeps the faster
+    /// (results may then differ from run to run in the last bits).
+    Auto,
+}
+
+impl Exec {
+    /// The lower-case name (as on the command line).
+    pub fn name(self) -> &'static str {
+        match self {
+            Exec::Sequential => "sequential",
+            Exec::Depth => "depth",
+            Exec::Agenda => "agenda",
+            Exec::Auto => "auto",
+        }
+    }
+}
+
+impl fmt::Display for Exec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An executor of the chosen kind. Keep one per training or evaluation
+/// run: the batching executor reuses its buffers and, for `auto`, its
+/// timings from graph to graph.
+pub enum Engine {
+    /// The unbatched reference.
+    Sequential(Sequential),
+    /// sheaf's batching scheduler.
+    Batched(Box<Executor>),
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Engine::Sequential(_) => f.write_str("Engine::Sequential"),
+            Engine::Batched(e) => write!(f, "Engine::Batched({})", e.strategy().name()),
+        }
+    }
+}
+
+impl Engine {
+    /// A new executor of kind `exec`.
+    pub fn new(exec: Exec) -> Self {
+        let strategy = match exec {
+            Exec::Sequential => return Engine::Sequential(Sequential::new()),
+            Exec::Depth => Strategy::Depth,
+            Exec::Agenda => Strategy::Agenda,
+            Exec::Auto => Strategy::Auto,
+        };
+        Engine::Batched(Box::new(Executor::new(strategy)))
+    }
+
+    /// Computes every node of `g` up to `target` and returns its value.
+    pub fn forward(&mut self, g: &mut Graph, store: &ParamStore, target: Expr) -> Result<Tensor> {
+        Ok(match self {
+            Engine::Sequential(s) => s.forward(g, store, target)?,
+            Engine::Batched(e) => e.forward(g, store, target)?,
+        })
+    }
+
+    /// Forward (where not yet done) and backward from the one-element
+    /// `loss`; parameter gradients are added to the store's accumulators.
+    pub fn backward(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
+        match self {
+            Engine::Sequential(s) => s.backward(g, store, loss)?,
+            Engine::Batched(e) => {
+                e.forward(g, store, loss)?;
+                e.backward(g, store, loss)?
+            }
+        }
+        Ok(())
+    }
+}

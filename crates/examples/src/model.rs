@@ -1,0 +1,300 @@
+//! The binary (constituency) Tree-LSTM of Tai, Socher and Manning (2015)
+//! for sentiment, with sheaf's fused cells.
+//!
+//! Leaf, from the word's embedding `x` (dropout `dropout_embed` in
+//! training): `[i, o, u] = W_leaf x + b_leaf`, `c = σ(i) tanh(u)`,
+//! `h = σ(o) tanh(c)` ([`Graph::tree_lstm_leaf`]). Internal node, from its
+//! children: `[i, f_l, f_r, o, u] = U [h_l; h_r] + b_int`,
+//! `c = σ(i) tanh(u) + σ(f_l) c_l + σ(f_r) c_r`, `h = σ(o) tanh(c)`
+//! ([`Graph::tree_lstm_node`]). Every node predicts its sentiment from
+//! `W_out dropout(h) + b_out` (dropout `dropout_output` in training); the
+//! loss of a tree is the softmax cross-entropy summed over ALL its nodes.
+//!
+//! A dropout rate of 0 adds no dropout node at all, and evaluation graphs
+//! ([`Graph::set_train`] off) add none either (dropout is the identity
+//! there), so the W1 benchmark runs this very model with both rates at 0.
+//! Trees are walked as their post-order node lists with a loop: no
+//! recursion, whatever the height.
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use sheaf_autodiff::{Expr, Graph, GraphError, Init, Param, ParamStore, Result};
+
+use crate::sst::{Node, Pretrained, Tree, CLASSES};
+
+/// Sizes, initialisation and dropout of a [`TreeLstm`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Rows of the embedding table (the vocabulary size, unknown-word row
+    /// included).
+    pub vocab: usize,
+    /// Embedding size E (300 in the paper and in W1).
+    pub embed_dim: usize,
+    /// Cell size H (150).
+    pub hidden: usize,
+    /// Random embeddings are drawn uniformly from `±embed_init`.
+    pub embed_init: f32,
+    /// Dropout rate on the word embeddings (training only), in `[0, 1)`.
+    pub dropout_embed: f32,
+    /// Dropout rate on `h` before the output layer (training only).
+    pub dropout_output: f32,
+}
+
+impl ModelConfig {
+    /// W1's model for a vocabulary of `vocab` rows: E = 300, H = 150,
+    /// embeddings uniform in ±0.05, no dropout.
+    pub fn new(vocab: usize) -> Self {
+        ModelConfig {
+            vocab,
+            embed_dim: 300,
+            hidden: 150,
+            embed_init: 0.05,
+            dropout_embed: 0.0,
+            dropout_output: 0.0,
+        }
+    }
+
+    /// Checks the settings; the message names the offending field.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.vocab == 0 || self.embed_dim == 0 || self.hidden == 0 {
+            return Err(format!(
+                "model: vocabulary ({}), embedding size ({}) and hidden size ({}) must be positive",
+                self.vocab, self.embed_dim, self.hidden
+            ));
+        }
+        for (name, p) in [
+            ("embedding dropout", self.dropout_embed),
+            ("output dropout", self.dropout_output),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(format!("model: {name} must lie in [0, 1), it is {p}"));
+            }
+        }
+        if !(self.embed_init.is_finite() && self.embed_init >= 0.0) {
+            return Err(format!(
+                "model: the embedding init scale must be finite and >= 0, it is {}",
+                self.embed_init
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The parameters of the Tree-LSTM sentiment model (names in the store:
+/// `emb`, `w_leaf`, `b_leaf`, `u`, `b_int`, `w_out`, `b_out`).
+#[derive(Debug, Clone)]
+pub struct TreeLstm {
+    cfg: ModelConfig,
+    emb: Param,
+    w_leaf: Param,
+    b_leaf: Param,
+    u: Param,
+    b_int: Param,
+    w_out: Param,
+    b_out: Param,
+}
+
+impl TreeLstm {
+    /// Adds the parameters to `store`, drawn from a generator seeded with
+    /// `seed`: embeddings uniform in `±embed_init`, matrices Glorot
+    /// uniform, biases zero.
+    pub fn new(store: &mut ParamStore, cfg: &ModelConfig, seed: u64) -> Result<TreeLstm> {
+        cfg.validate().map_err(GraphError::Params)?;
+        let (e, h, c) = (cfg.embed_dim, cfg.hidden, CLASSES);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let init = Init::Uniform {
+            low: -cfg.embed_init,
+            high: cfg.embed_init,
+        };
+        Ok(TreeLstm {
+            cfg: cfg.clone(),
+            emb: store.add_lookup("emb", cfg.vocab, e, init, &mut rng)?,
+            w_leaf: store.add_param("w_leaf", [3 * h, e], Init::GlorotUniform, &mut rng)?,
+            b_leaf: store.add_param("b_leaf", [3 * h], Init::Zeros, &mut rng)?,
+            u: store.add_param("u", [5 * h, 2 * h], Init::GlorotUniform, &mut rng)?,
+            b_int: store.add_param("b_int", [5 * h], Init::Zeros, &mut rng)?,
+            w_out: store.add_param("w_out", [c, h], Init::GlorotUniform, &mut rng)?,
+            b_out: store.add_param("b_out", [c], Init::Zeros, &mut rng)?,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The embedding table `[vocab, embed_dim]`.
+    pub fn embeddings(&self) -> Param {
+        self.emb
+    }
+
+    /// Every parameter, in creation order.
+    pub fn params(&self) -> [Param; 7] {
+        [
+            self.emb,
+            self.w_leaf,
+            self.b_leaf,
+            self.u,
+            self.b_int,
+            self.w_out,
+            self.b_out,
+        ]
+    }
+
+    /// Copies pretrained vectors into their rows of the embedding table
+    /// (other rows keep their random values). Returns how many rows were
+    /// set. Errors: the vectors' size differs from the embedding size, or
+    /// an id or the data length is out of range.
+    pub fn load_pretrained(&self, store: &mut ParamStore, pre: &Pretrained) -> Result<usize> {
+        let dim = self.cfg.embed_dim;
+        if pre.dim != dim {
+            return Err(GraphError::Params(format!(
+                "pretrained vectors have {} dimensions but the model's embedding size is {dim} \
+                 (pass --embed-dim {})",
+                pre.dim, pre.dim
+            )));
+        }
+        if pre.vectors.len() != pre.ids.len() * dim {
+            return Err(GraphError::Params(format!(
+                "pretrained vectors: {} values for {} words of {dim} dimensions",
+                pre.vectors.len(),
+                pre.ids.len()
+            )));
+        }
+        let table = store.value_mut(&self.emb)?;
+        let rows = table.num_rows();
+        let data = table
+            .as_mut_slice::<f32>()
+            .map_err(|source| GraphError::Tensor {
+                context: "loading pretrained embeddings".into(),
+                source: Box::new(source),
+            })?;
+        for (k, &id) in pre.ids.iter().enumerate() {
+            let id = id as usize;
+            if id >= rows {
+                return Err(GraphError::Params(format!(
+                    "pretrained vectors: word id {id} is past the table's {rows} rows"
+                )));
+            }
+            data[id * dim..(id + 1) * dim].copy_from_slice(&pre.vectors[k * dim..(k + 1) * dim]);
+        }
+        Ok(pre.ids.len())
+    }
+
+    /// Adds one tree's loss to `g`: softmax cross-entropy of every node's
+    /// prediction against its gold label, summed over the nodes. `ids`
+    /// maps the tree's words ([`Tree::words`]) to vocabulary ids (see
+    /// `Vocab::encode`). Dropout nodes are added only in training mode.
+    pub fn tree_loss(&self, g: &mut Graph, tree: &Tree, ids: &[u32]) -> Result<Expr> {
+        let mut losses = Vec::with_capacity(tree.nodes.len());
+        self.walk(g, tree, ids, |g, node, logits| {
+            losses.push(g.pick_neg_log_softmax(logits, node.label() as u32)?);
+            Ok(())
+        })?;
+        g.sum(&losses)
+    }
+
+    /// Adds the unnormalised class scores `[5]` of the tree's root to `g`
+    /// (no output layer at the other nodes). For predictions, build the
+    /// graph in evaluation mode and apply [`Graph::softmax`].
+    pub fn root_logits(&self, g: &mut Graph, tree: &Tree, ids: &[u32]) -> Result<Expr> {
+        let mut root = None;
+        let last = tree.nodes.len().checked_sub(1);
+        self.walk_with(
+            g,
+            tree,
+            ids,
+            |i| Some(i) == last,
+            |_, _, logits| {
+                root = Some(logits);
+                Ok(())
+            },
+        )?;
+        root.ok_or_else(|| GraphError::Data {
+            op: "tree_lstm",
+            what: "the tree has no nodes".into(),
+        })
+    }
+
+    /// Walks the nodes in post-order, calling `out` with each node's
+    /// logits.
+    fn walk(
+        &self,
+        g: &mut Graph,
+        tree: &Tree,
+        ids: &[u32],
+        out: impl FnMut(&mut Graph, &Node, Expr) -> Result<()>,
+    ) -> Result<()> {
+        self.walk_with(g, tree, ids, |_| true, out)
+    }
+
+    /// Walks the nodes in post-order (a loop over the list), building each
+    /// cell, and the output layer where `wanted(position)` holds.
+    fn walk_with(
+        &self,
+        g: &mut Graph,
+        tree: &Tree,
+        ids: &[u32],
+        wanted: impl Fn(usize) -> bool,
+        mut out: impl FnMut(&mut Graph, &Node, Expr) -> Result<()>,
+    ) -> Result<()> {
+        let bad = |what: String| GraphError::Data {
+            op: "tree_lstm",
+            what,
+        };
+        let train = g.is_train();
+        let p_emb = if train { self.cfg.dropout_embed } else { 0.0 };
+        let p_out = if train { self.cfg.dropout_output } else { 0.0 };
+        let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
+        let (wo, bo) = (g.param(&self.w_out), g.param(&self.b_out));
+        for (pos, node) in tree.nodes.iter().enumerate() {
+            let state = match *node {
+                Node::Leaf { word, .. } => {
+                    let id = *ids.get(word as usize).ok_or_else(|| {
+                        bad(format!(
+                            "leaf {pos} names word {word}, but the tree has {} word ids",
+                            ids.len()
+                        ))
+                    })?;
+                    let (emb, wl, bl) = (
+                        g.param(&self.emb),
+                        g.param(&self.w_leaf),
+                        g.param(&self.b_leaf),
+                    );
+                    let mut x = g.lookup(emb, id)?;
+                    if p_emb > 0.0 {
+                        x = g.dropout(x, p_emb)?;
+                    }
+                    let gates = g.affine(bl, &[(wl, x)])?;
+                    g.tree_lstm_leaf(gates)?
+                }
+                Node::Inner { left, right, .. } => {
+                    let child = |c: u32| {
+                        states.get(c as usize).copied().ok_or_else(|| {
+                            bad(format!(
+                                "node {pos} has child {c}, which does not come before it"
+                            ))
+                        })
+                    };
+                    let (sl, sr) = (child(left)?, child(right)?);
+                    let (hl, hr) = (g.cell_h(sl)?, g.cell_h(sr)?);
+                    let hh = g.concat(&[hl, hr])?;
+                    let (u, bi) = (g.param(&self.u), g.param(&self.b_int));
+                    let gates = g.affine(bi, &[(u, hh)])?;
+                    g.tree_lstm_node(gates, sl, sr)?
+                }
+            };
+            states.push(state);
+            if wanted(pos) {
+                let mut h = g.cell_h(state)?;
+                if p_out > 0.0 {
+                    h = g.dropout(h, p_out)?;
+                }
+                let logits = g.affine(bo, &[(wo, h)])?;
+                out(g, node, logits)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,687 @@
+//! Training the Tree-LSTM on SST: minibatches in one graph, a chosen
+//! executor, Adagrad or Adam, dev evaluation, checkpoints and exact resume.
+//!
+//! One step takes `batch_size` trees of the epoch's permutation, adds all
+//! their losses to ONE graph (each tree's loss is the cross-entropy summed
+//! over its nodes), sums them, and — with [`Reduction::Mean`], the default —
+//! divides by the number of trees, so the gradient is the mean per-tree
+//! gradient as in Tai et al.'s code. Averaging keeps the balance between
+//! the data term and the L2 term (`weight_decay`) independent of the batch
+//! size; Adagrad and Adam normalise the step size themselves, so the
+//! reduction matters mostly through that balance. One forward, one backward
+//! and one optimizer update per step.
+//!
+//! Randomness is a pure function of the seed: the model's initial values
+//! of `seed`, the permutation of epoch `e` of `(seed, e)`, and the dropout
+//! masks of step `s` of `(seed, s)` (via [`Graph::set_seed`]). Since the
+//! optimizer state is checkpointed with the parameters, a run resumed from
+//! `last.safetensors` continues exactly as the uninterrupted run would
+//! have, bit for bit, given the same executor kind and thread count (the
+//! `auto` executor may pick differently after a resume).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use sheaf_autodiff::{Adagrad, Adam, Graph, Optimizer, ParamStore};
+
+use crate::engine::{Engine, Exec};
+use crate::error::{Error, Result};
+use crate::eval::{evaluate, Scores};
+use crate::model::{ModelConfig, TreeLstm};
+use crate::plot::{write_history, write_plot};
+use crate::sst::{read_embeddings, read_trees, Tree, Vocab};
+use crate::state::{Best, EpochRecord, RunState, BEST, HISTORY, LAST, PLOT, STATE, VOCAB};
+
+/// The repository's SST directory (`data/sst`), found from this crate's
+/// location at compile time (`CARGO_MANIFEST_DIR`); `--data-dir`
+/// overrides it.
+pub fn default_data_dir() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().and_then(Path::parent).unwrap_or(manifest);
+    root.join("data").join("sst")
+}
+
+/// The update rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// Adagrad (Tai et al. 2015: lr 0.05), lazy rows for the embeddings.
+    #[default]
+    Adagrad,
+    /// Adam (lr 1e-3 usually), lazy rows for the embeddings.
+    Adam,
+}
+
+impl OptimizerKind {
+    /// `"adagrad"` or `"adam"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Adagrad => "adagrad",
+            OptimizerKind::Adam => "adam",
+        }
+    }
+
+    /// The usual learning rate of the rule: 0.05 for Adagrad, 0.001 for
+    /// Adam.
+    pub fn default_lr(self) -> f32 {
+        match self {
+            OptimizerKind::Adagrad => 0.05,
+            OptimizerKind::Adam => 0.001,
+        }
+    }
+}
+
+/// How the losses of a minibatch's trees are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Reduction {
+    /// Mean over the batch's trees of each tree's summed node losses.
+    #[default]
+    Mean,
+    /// Sum over the batch's trees.
+    Sum,
+}
+
+/// The settings of a training run (saved in `state.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Directory of `train.txt`, `dev.txt` and `test.txt`.
+    pub data_dir: PathBuf,
+    /// Epochs to train in all (a resumed run counts the finished ones).
+    pub epochs: usize,
+    /// Trees per update (at least 1).
+    pub batch_size: usize,
+    /// The update rule.
+    pub optimizer: OptimizerKind,
+    /// Learning rate.
+    pub lr: f32,
+    /// L2 weight decay (added to the gradient as `weight_decay * w`; for
+    /// the embedding table only on the rows a step touches).
+    pub weight_decay: f32,
+    /// How a batch's tree losses are combined.
+    pub reduction: Reduction,
+    /// Clips the global gradient norm of a step to this value, if set.
+    pub clip_norm: Option<f32>,
+    /// Seed of initialisation, shuffling and dropout.
+    pub seed: u64,
+    /// How graphs are executed.
+    pub exec: Exec,
+    /// Train on the first N training trees only.
+    pub max_train_trees: Option<usize>,
+    /// Pretrained word vectors copied into the embedding table at the start.
+    pub embeddings: Option<PathBuf>,
+    /// Stop after this many epochs without a better dev accuracy.
+    pub patience: Option<usize>,
+}
+
+impl TrainConfig {
+    /// Tai et al.'s settings on `data_dir`: Adagrad lr 0.05, L2 1e-4,
+    /// batches of 25 trees (mean loss), 3 epochs, seed 1, agenda batching.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        TrainConfig {
+            data_dir: data_dir.into(),
+            epochs: 3,
+            batch_size: 25,
+            optimizer: OptimizerKind::Adagrad,
+            lr: 0.05,
+            weight_decay: 1e-4,
+            reduction: Reduction::Mean,
+            clip_norm: None,
+            seed: 1,
+            exec: Exec::Agenda,
+            max_train_trees: None,
+            embeddings: None,
+            patience: None,
+        }
+    }
+
+    /// Checks the settings; the message names the offending one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |s: String| Err(Error::Config(s));
+        if self.batch_size == 0 {
+            return bad("the batch size must be at least 1".into());
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return bad(format!(
+                "the learning rate must be positive, it is {}",
+                self.lr
+            ));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return bad(format!(
+                "the weight decay must be >= 0, it is {}",
+                self.weight_decay
+            ));
+        }
+        if let Some(c) = self.clip_norm {
+            if !(c.is_finite() && c > 0.0) {
+                return bad(format!("the clipping norm must be positive, it is {c}"));
+            }
+        }
+        if self.max_train_trees == Some(0) {
+            return bad("--max-train-trees must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The optimizer these settings describe (no state).
+    pub fn optimizer(&self) -> Optimizer {
+        let opt = match self.optimizer {
+            OptimizerKind::Adagrad => Optimizer::adagrad(Adagrad {
+                lr: self.lr,
+                eps: 1e-8,
+                weight_decay: self.weight_decay,
+            }),
+            OptimizerKind::Adam => Optimizer::adam(Adam {
+                lr: self.lr,
+                weight_decay: self.weight_decay,
+                ..Adam::default()
+            }),
+        };
+        match self.clip_norm {
+            Some(c) => opt.with_clip_norm(c),
+            None => opt,
+        }
+    }
+}
+
+/// Trees with their words mapped to vocabulary ids.
+#[derive(Debug, Clone, Default)]
+pub struct Split {
+    /// The trees.
+    pub trees: Vec<Tree>,
+    /// `ids[i][k]`: the vocabulary id of word `k` of `trees[i]`.
+    pub ids: Vec<Vec<u32>>,
+}
+
+impl Split {
+    /// Encodes `trees` with `vocab` (unknown words get `Vocab::UNK`).
+    pub fn new(trees: Vec<Tree>, vocab: &Vocab) -> Split {
+        let ids = trees.iter().map(|t| vocab.encode(t)).collect();
+        Split { trees, ids }
+    }
+
+    /// Reads and encodes a PTB file.
+    pub fn read(path: &Path, vocab: &Vocab) -> Result<Split> {
+        Ok(Split::new(read_trees(path)?, vocab))
+    }
+
+    /// Number of trees.
+    pub fn len(&self) -> usize {
+        self.trees.len()
+    }
+
+    /// Whether there are no trees.
+    pub fn is_empty(&self) -> bool {
+        self.trees.is_empty()
+    }
+}
+
+/// Settings a resumed run may change; `None` keeps the saved value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResumeChanges {
+    /// A new total number of epochs.
+    pub epochs: Option<usize>,
+    /// Another executor (may change results in the last bits).
+    pub exec: Option<Exec>,
+    /// A new early-stopping patience.
+    pub patience: Option<usize>,
+}
+
+/// Progress reports of [`Trainer::run`].
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Something worth a line (data loaded, resumed, ...).
+    Info(String),
+    /// An epoch begins: `steps` updates over `trees` trees.
+    EpochStart {
+        /// Its number, from 1.
+        epoch: usize,
+        /// The run's total epochs.
+        epochs: usize,
+        /// Training trees.
+        trees: usize,
+    },
+    /// A step finished.
+    Step {
+        /// Trees done in this epoch.
+        trees_done: usize,
+        /// Mean training loss per node so far in this epoch.
+        loss: f64,
+        /// Training throughput so far in this epoch.
+        trees_per_sec: f64,
+    },
+    /// The epoch's training is done; dev evaluation follows.
+    Evaluating,
+    /// An epoch finished and was checkpointed.
+    EpochEnd {
+        /// What it measured.
+        record: &'a EpochRecord,
+        /// Whether it is the new best (`best.safetensors` was written).
+        best: bool,
+    },
+    /// Training stopped early (no dev improvement for `patience` epochs).
+    EarlyStop {
+        /// The best epoch.
+        best_epoch: usize,
+    },
+}
+
+/// A training run bound to its checkpoint directory.
+pub struct Trainer {
+    dir: PathBuf,
+    state: RunState,
+    vocab: Vocab,
+    model: TreeLstm,
+    store: ParamStore,
+    opt: Optimizer,
+    engine: Engine,
+    graph: Graph,
+    train: Split,
+    dev: Split,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("dir", &self.dir)
+            .field("epochs_done", &self.state.epochs_done)
+            .field("step", &self.state.step)
+            .finish()
+    }
+}
+
+/// The training trees of a run: `train.txt`, cut to `max_train_trees`.
+fn training_trees(cfg: &TrainConfig) -> Result<Vec<Tree>> {
+    let mut trees = read_trees(&cfg.data_dir.join("train.txt"))?;
+    if let Some(n) = cfg.max_train_trees {
+        trees.truncate(n);
+    }
+    if trees.is_empty() {
+        return Err(Error::Config(format!(
+            "{}: no training trees",
+            cfg.data_dir.join("train.txt").display()
+        )));
+    }
+    Ok(trees)
+}
+
+impl Trainer {
+    /// Starts a new run in `dir` (created if needed): reads the data,
+    /// builds the vocabulary from the training trees, initialises the
+    /// model (`model.vocab` is set from the vocabulary), loads pretrained
+    /// embeddings if configured, and writes the vocabulary, the state and
+    /// the initial `last.safetensors`. A directory that already holds a run
+    /// is an error unless `overwrite`, which deletes that run's files.
+    pub fn new(
+        dir: &Path,
+        mut model: ModelConfig,
+        cfg: TrainConfig,
+        overwrite: bool,
+        on: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Trainer> {
+        cfg.validate()?;
+        let trees = training_trees(&cfg)?;
+        let vocab = Vocab::from_trees(&trees);
+        let train = Split::new(trees, &vocab);
+        let dev = Split::read(&cfg.data_dir.join("dev.txt"), &vocab)?;
+        model.vocab = vocab.len();
+        model.validate().map_err(Error::Config)?;
+        on(Event::Info(format!(
+            "data: {} training trees, {} dev trees, vocabulary {} words",
+            train.len(),
+            dev.len(),
+            vocab.len()
+        )));
+        let mut store = ParamStore::new();
+        let net = TreeLstm::new(&mut store, &model, cfg.seed)?;
+        if let Some(path) = &cfg.embeddings {
+            let pre = read_embeddings(path, &vocab)?;
+            let n = net
+                .load_pretrained(&mut store, &pre)
+                .map_err(|e| Error::Config(format!("embeddings {}: {e}", path.display())))?;
+            on(Event::Info(format!(
+                "embeddings: {n} of {} vocabulary words found in {}",
+                vocab.len(),
+                path.display()
+            )));
+        }
+        prepare_dir(dir, overwrite)?;
+        let vocab_path = dir.join(VOCAB);
+        crate::state::write_atomic(&vocab_path, vocab.to_text().as_bytes())?;
+        let opt = cfg.optimizer();
+        save_last(&opt, &store, dir)?;
+        let state = RunState::new(model, cfg.clone());
+        state.save(dir)?;
+        Ok(Trainer {
+            dir: dir.to_path_buf(),
+            state,
+            vocab,
+            model: net,
+            store,
+            opt,
+            engine: Engine::new(cfg.exec),
+            graph: Graph::new(),
+            train,
+            dev,
+        })
+    }
+
+    /// Reopens the run in `dir` after its last finished epoch: settings,
+    /// vocabulary, parameters and optimizer state as saved, with `changes`
+    /// applied.
+    pub fn resume(dir: &Path, changes: ResumeChanges) -> Result<Trainer> {
+        let mut state = RunState::load(dir)?;
+        if let Some(e) = changes.epochs {
+            state.train.epochs = e;
+        }
+        if let Some(x) = changes.exec {
+            state.train.exec = x;
+        }
+        if let Some(p) = changes.patience {
+            state.train.patience = Some(p);
+        }
+        let vocab = read_vocab(dir)?;
+        if vocab.len() != state.model.vocab {
+            return Err(Error::checkpoint(
+                dir.join(VOCAB),
+                format!(
+                    "holds {} words, but the model was built for {}",
+                    vocab.len(),
+                    state.model.vocab
+                ),
+            ));
+        }
+        let trees = training_trees(&state.train)?;
+        let dev = Split::read(&state.train.data_dir.join("dev.txt"), &vocab)?;
+        let mut store = ParamStore::new();
+        let model = TreeLstm::new(&mut store, &state.model, state.train.seed)?;
+        let last = dir.join(LAST);
+        let opt = Optimizer::load(&mut store, &last)
+            .map_err(|e| Error::checkpoint(&last, e.to_string()))?;
+        if opt.steps() != state.step {
+            return Err(Error::checkpoint(
+                &last,
+                format!(
+                    "holds step {} but {} records step {} (interrupted while saving?)",
+                    opt.steps(),
+                    STATE,
+                    state.step
+                ),
+            ));
+        }
+        let exec = state.train.exec;
+        Ok(Trainer {
+            dir: dir.to_path_buf(),
+            train: Split::new(trees, &vocab),
+            state,
+            vocab,
+            model,
+            store,
+            opt,
+            engine: Engine::new(exec),
+            graph: Graph::new(),
+            dev,
+        })
+    }
+
+    /// The run's state (settings, progress, history).
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// The model.
+    pub fn model(&self) -> &TreeLstm {
+        &self.model
+    }
+
+    /// The parameters.
+    pub fn store(&self) -> &ParamStore {
+        &self.store
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Vocab {
+        &self.vocab
+    }
+
+    /// The checkpoint directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Trains until the configured number of epochs is finished or early
+    /// stopping triggers, evaluating on dev and checkpointing after each
+    /// epoch.
+    pub fn run(&mut self, on: &mut dyn FnMut(Event<'_>)) -> Result<()> {
+        while self.state.epochs_done < self.state.train.epochs {
+            if let (Some(p), Some(best)) = (self.state.train.patience, &self.state.best) {
+                if self.state.stale_epochs >= p {
+                    on(Event::EarlyStop {
+                        best_epoch: best.epoch,
+                    });
+                    break;
+                }
+            }
+            self.epoch(on)?;
+        }
+        Ok(())
+    }
+
+    /// Trains one epoch, evaluates on dev, and checkpoints.
+    pub fn epoch(&mut self, on: &mut dyn FnMut(Event<'_>)) -> Result<EpochRecord> {
+        let epoch = self.state.epochs_done + 1;
+        let n = self.train.len();
+        on(Event::EpochStart {
+            epoch,
+            epochs: self.state.train.epochs,
+            trees: n,
+        });
+        let order = permutation(n, mix(self.state.train.seed, epoch as u64));
+        let start = Instant::now();
+        let (mut loss_sum, mut nodes, mut done) = (0.0f64, 0usize, 0usize);
+        for chunk in order.chunks(self.state.train.batch_size) {
+            let (loss, k) = self.step(chunk)?;
+            loss_sum += loss;
+            nodes += k;
+            done += chunk.len();
+            on(Event::Step {
+                trees_done: done,
+                loss: loss_sum / nodes.max(1) as f64,
+                trees_per_sec: done as f64 / start.elapsed().as_secs_f64().max(1e-9),
+            });
+        }
+        let secs = start.elapsed().as_secs_f64();
+        on(Event::Evaluating);
+        let scores = self.evaluate_dev()?;
+        let record = EpochRecord {
+            epoch,
+            step: self.state.step,
+            train_loss: loss_sum / nodes.max(1) as f64,
+            train_trees: n,
+            train_seconds: secs,
+            trees_per_sec: n as f64 / secs.max(1e-9),
+            dev_fine: scores.fine(),
+            dev_binary: scores.binary(),
+        };
+        let better = self
+            .state
+            .best
+            .as_ref()
+            .is_none_or(|b| record.dev_fine > b.dev_fine);
+        if better {
+            self.store
+                .save(self.dir.join(BEST))
+                .map_err(|e| Error::checkpoint(self.dir.join(BEST), e.to_string()))?;
+            self.state.best = Some(Best {
+                epoch,
+                dev_fine: record.dev_fine,
+                dev_binary: record.dev_binary,
+            });
+            self.state.stale_epochs = 0;
+        } else {
+            self.state.stale_epochs += 1;
+        }
+        self.state.epochs_done = epoch;
+        self.state.history.push(record.clone());
+        save_last(&self.opt, &self.store, &self.dir)?;
+        self.state.save(&self.dir)?;
+        write_history(&self.dir.join(HISTORY), &self.state.history)?;
+        let title = format!(
+            "Tree-LSTM on SST ({}, lr {}, batch {}, dropout {}/{}, seed {})",
+            self.state.train.optimizer.name(),
+            self.state.train.lr,
+            self.state.train.batch_size,
+            self.state.model.dropout_embed,
+            self.state.model.dropout_output,
+            self.state.train.seed
+        );
+        write_plot(&self.dir.join(PLOT), &self.state.history, &title)?;
+        on(Event::EpochEnd {
+            record: &record,
+            best: better,
+        });
+        Ok(record)
+    }
+
+    /// One update on the training trees at positions `batch`; returns the
+    /// summed loss and the number of nodes.
+    fn step(&mut self, batch: &[usize]) -> Result<(f64, usize)> {
+        let g = &mut self.graph;
+        g.clear();
+        g.set_train(true);
+        g.set_seed(mix(self.state.train.seed ^ DROPOUT_STREAM, self.state.step));
+        let mut losses = Vec::with_capacity(batch.len());
+        let mut nodes = 0;
+        for &i in batch {
+            let tree = &self.train.trees[i];
+            nodes += tree.nodes.len();
+            losses.push(self.model.tree_loss(g, tree, &self.train.ids[i])?);
+        }
+        let total = g.sum(&losses)?;
+        let loss = match self.state.train.reduction {
+            Reduction::Sum => total,
+            Reduction::Mean => g.scale(total, 1.0 / batch.len() as f32)?,
+        };
+        self.engine.backward(g, &self.store, loss)?;
+        let value = g
+            .value(total)?
+            .to_vec::<f32>()
+            .map_err(|e| Error::Config(format!("reading the loss: {e}")))?[0];
+        g.clear();
+        if !value.is_finite() {
+            return Err(Error::Config(format!(
+                "training diverged: the loss of step {} is {value} (try a lower --lr or --clip-norm)",
+                self.state.step + 1
+            )));
+        }
+        self.opt.step(&mut self.store)?;
+        self.state.step += 1;
+        Ok((value as f64, nodes))
+    }
+
+    /// Fine-grained and binary accuracy on the dev set (deterministic).
+    pub fn evaluate_dev(&mut self) -> Result<Scores> {
+        evaluate(
+            &self.model,
+            &self.store,
+            &mut self.engine,
+            &self.dev.trees,
+            &self.dev.ids,
+        )
+    }
+}
+
+/// Tag that separates the dropout seeds from the shuffling seeds.
+const DROPOUT_STREAM: u64 = 0x6472_6f70_6f75_7421;
+
+/// Creates `dir`, refusing to overwrite a run unless `overwrite`.
+fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let state = dir.join(STATE);
+    if state.exists() {
+        if !overwrite {
+            return Err(Error::checkpoint(
+                dir,
+                "already holds a training run (pass --resume to continue it, \
+                 --overwrite to start over, or another --checkpoint-dir)",
+            ));
+        }
+        for name in [STATE, LAST, BEST, VOCAB, HISTORY, PLOT] {
+            let p = dir.join(name);
+            if p.exists() {
+                fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn save_last(opt: &Optimizer, store: &ParamStore, dir: &Path) -> Result<()> {
+    let path = dir.join(LAST);
+    opt.save(store, &path)
+        .map_err(|e| Error::checkpoint(&path, e.to_string()))
+}
+
+/// Reads `dir/vocab.txt`.
+pub fn read_vocab(dir: &Path) -> Result<Vocab> {
+    let path = dir.join(VOCAB);
+    let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+    Ok(Vocab::from_text(&text, &path.display().to_string())?)
+}
+
+/// SplitMix64's output function: a well-mixed 64-bit hash of `x`.
+pub fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// A seed derived from `seed` and `k` (epoch, step): different `k` give
+/// unrelated streams.
+pub fn mix(seed: u64, k: u64) -> u64 {
+    splitmix(seed ^ splitmix(k))
+}
+
+/// A permutation of `0..n` drawn (Fisher–Yates) from a SplitMix64 stream
+/// started at `seed`; depends on nothing else (no library version).
+pub fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut state = seed;
+    for i in (1..n).rev() {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let r = splitmix(state);
+        let j = ((r as u128 * (i as u128 + 1)) >> 64) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// Runs `f` in a rayon pool of `threads` threads (0 = all cores); sheaf's
+/// kernels split large products over the current pool.
+pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Config(format!("cannot start {threads} threads: {e}")))?;
+    Ok(pool.install(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_are_permutations_and_depend_on_the_seed() {
+        let a = permutation(100, 1);
+        let mut s = a.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..100).collect::<Vec<_>>());
+        assert_eq!(a, permutation(100, 1));
+        assert_ne!(a, permutation(100, 2));
+        assert!(permutation(0, 1).is_empty());
+    }
+}

@@ -1,0 +1,258 @@
+//! Training on the tiny fixture (20 trees, E = 16, H = 8): the loss drops,
+//! a resumed run equals an uninterrupted one bit for bit, evaluation is
+//! deterministic, and every executor computes the same loss.
+
+mod common;
+
+use common::{small_model, small_train, tiny_data, TempDir};
+use sheaf_autodiff::{Graph, Optimizer, ParamStore};
+use sheaf_examples::engine::{Engine, Exec};
+use sheaf_examples::error::Error;
+use sheaf_examples::eval::{Trained, Which};
+use sheaf_examples::model::TreeLstm;
+use sheaf_examples::sst::{read_trees, Vocab};
+use sheaf_examples::state::{EpochRecord, RunState, LAST};
+use sheaf_examples::train::{ResumeChanges, Trainer};
+
+fn quiet() -> impl FnMut(sheaf_examples::train::Event<'_>) {
+    |_| {}
+}
+
+#[test]
+fn the_loss_drops_on_the_tiny_fixture() {
+    let tmp = TempDir::new("drop");
+    let data = tiny_data(&tmp);
+    let mut t = Trainer::new(
+        &tmp.join("run"),
+        small_model(0.0),
+        small_train(&data, 6, Exec::Agenda),
+        false,
+        &mut quiet(),
+    )
+    .unwrap();
+    t.run(&mut quiet()).unwrap();
+    let h = &t.state().history;
+    assert_eq!(h.len(), 6);
+    assert_eq!(t.state().step, 6 * 4); // 20 trees in batches of 6
+    let (first, last) = (h[0].train_loss, h[5].train_loss);
+    assert!(
+        last < 0.8 * first,
+        "loss per node {first} -> {last} did not drop"
+    );
+    for name in [
+        "best.safetensors",
+        "last.safetensors",
+        "vocab.txt",
+        "state.json",
+    ] {
+        assert!(tmp.join("run").join(name).exists(), "{name} missing");
+    }
+    let csv = std::fs::read_to_string(tmp.join("run/history.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 7);
+    let svg = std::fs::read_to_string(tmp.join("run/training.svg")).unwrap();
+    assert!(svg.contains("<svg"));
+}
+
+/// The parameters and optimizer state of `dir/last.safetensors`.
+fn last_state(dir: &std::path::Path) -> Vec<(String, Vec<u32>)> {
+    let state = RunState::load(dir).unwrap();
+    let mut store = ParamStore::new();
+    let model = TreeLstm::new(&mut store, &state.model, 0).unwrap();
+    let opt = Optimizer::load(&mut store, dir.join(LAST)).unwrap();
+    let mut out = Vec::new();
+    for p in model.params() {
+        let name = store.name(p.id()).unwrap().to_string();
+        let bits = |t: &sheaf_tensor::Tensor| -> Vec<u32> {
+            t.as_slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        out.push((name.clone(), bits(store.value(&p).unwrap())));
+        for (buf, t) in opt.state(&p) {
+            out.push((format!("{name}/{buf}"), bits(t)));
+        }
+    }
+    out.push(("steps".into(), vec![opt.steps() as u32]));
+    out
+}
+
+/// A history without its timings.
+fn results(h: &[EpochRecord]) -> Vec<(usize, u64, u64, u64, u64)> {
+    h.iter()
+        .map(|r| {
+            (
+                r.epoch,
+                r.step,
+                r.train_loss.to_bits(),
+                r.dev_fine.to_bits(),
+                r.dev_binary.to_bits(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
+    let tmp = TempDir::new("resume");
+    let data = tiny_data(&tmp);
+    for exec in [Exec::Agenda, Exec::Sequential] {
+        let (a, b) = (
+            tmp.join(&format!("a-{exec}")),
+            tmp.join(&format!("b-{exec}")),
+        );
+        // Dropout on, so the per-step dropout seeds matter too.
+        let mut full = Trainer::new(
+            &a,
+            small_model(0.3),
+            small_train(&data, 2, exec),
+            false,
+            &mut quiet(),
+        )
+        .unwrap();
+        full.run(&mut quiet()).unwrap();
+
+        let mut half = Trainer::new(
+            &b,
+            small_model(0.3),
+            small_train(&data, 1, exec),
+            false,
+            &mut quiet(),
+        )
+        .unwrap();
+        half.run(&mut quiet()).unwrap();
+        drop(half);
+        let mut resumed = Trainer::resume(
+            &b,
+            ResumeChanges {
+                epochs: Some(2),
+                ..ResumeChanges::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(resumed.state().epochs_done, 1);
+        resumed.run(&mut quiet()).unwrap();
+
+        let (sa, sb) = (last_state(&a), last_state(&b));
+        assert_eq!(sa.len(), sb.len());
+        for ((na, va), (nb, vb)) in sa.iter().zip(&sb) {
+            assert_eq!(na, nb);
+            assert!(va == vb, "{exec}: {na} differs after resuming");
+        }
+        assert_eq!(
+            results(&full.state().history),
+            results(&resumed.state().history)
+        );
+        assert_eq!(full.state().best, resumed.state().best);
+    }
+}
+
+#[test]
+fn resume_refuses_a_mismatched_state() {
+    let tmp = TempDir::new("mismatch");
+    let data = tiny_data(&tmp);
+    let dir = tmp.join("run");
+    let cfg = small_train(&data, 1, Exec::Agenda);
+    let mut t = Trainer::new(&dir, small_model(0.0), cfg.clone(), false, &mut quiet()).unwrap();
+    t.run(&mut quiet()).unwrap();
+    drop(t);
+    // A second run in the same directory needs --overwrite.
+    let e = Trainer::new(&dir, small_model(0.0), cfg.clone(), false, &mut quiet()).unwrap_err();
+    assert!(
+        e.to_string().contains("already holds a training run"),
+        "{e}"
+    );
+    // The state claims another step count than the checkpoint holds.
+    let mut state = RunState::load(&dir).unwrap();
+    state.step += 1;
+    state.save(&dir).unwrap();
+    let e = Trainer::resume(&dir, ResumeChanges::default()).unwrap_err();
+    assert!(matches!(e, Error::Checkpoint { .. }), "{e}");
+    assert!(e.to_string().contains(LAST), "{e}");
+    // --overwrite starts over.
+    Trainer::new(&dir, small_model(0.0), cfg, true, &mut quiet()).unwrap();
+    assert_eq!(RunState::load(&dir).unwrap().epochs_done, 0);
+}
+
+#[test]
+fn evaluating_a_checkpoint_is_deterministic() {
+    let tmp = TempDir::new("eval");
+    let data = tiny_data(&tmp);
+    let dir = tmp.join("run");
+    let mut t = Trainer::new(
+        &dir,
+        small_model(0.5),
+        small_train(&data, 2, Exec::Agenda),
+        false,
+        &mut quiet(),
+    )
+    .unwrap();
+    t.run(&mut quiet()).unwrap();
+    let best = t.state().best.clone().unwrap();
+    let trees = read_trees(&data.join("dev.txt")).unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let trained = Trained::load(&dir, Which::Best).unwrap();
+        let mut engine = Engine::new(Exec::Agenda);
+        let probs = trained.predict(&mut engine, &trees).unwrap();
+        for p in &probs {
+            let s: f32 = p.iter().sum();
+            assert!((s - 1.0).abs() < 1e-5, "probabilities sum to {s}");
+        }
+        let scores = sheaf_examples::eval::Scores::of(&trees, &probs);
+        assert_eq!(scores.fine(), best.dev_fine);
+        assert_eq!(scores.binary(), best.dev_binary);
+        runs.push(
+            probs
+                .iter()
+                .flat_map(|p| p.map(f32::to_bits))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(runs[0], runs[1]);
+}
+
+#[test]
+fn every_executor_gives_the_same_loss_and_gradients() {
+    let tmp = TempDir::new("exec");
+    let data = tiny_data(&tmp);
+    let trees = read_trees(&data.join("train.txt")).unwrap();
+    let vocab = Vocab::from_trees(&trees);
+    let ids: Vec<Vec<u32>> = trees.iter().map(|t| vocab.encode(t)).collect();
+    let mut cfg = small_model(0.4);
+    cfg.vocab = vocab.len();
+    let mut results = Vec::new();
+    for exec in [Exec::Sequential, Exec::Depth, Exec::Agenda] {
+        let mut store = ParamStore::new();
+        let model = TreeLstm::new(&mut store, &cfg, 3).unwrap();
+        let mut g = Graph::new();
+        g.set_train(true);
+        g.set_seed(11);
+        let mut losses = Vec::new();
+        for (t, ids) in trees.iter().zip(&ids) {
+            losses.push(model.tree_loss(&mut g, t, ids).unwrap());
+        }
+        let loss = g.sum(&losses).unwrap();
+        let mut engine = Engine::new(exec);
+        engine.backward(&mut g, &store, loss).unwrap();
+        let value = g.value(loss).unwrap().to_vec::<f32>().unwrap()[0];
+        let grads: Vec<Vec<f32>> = model
+            .params()
+            .iter()
+            .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
+            .collect();
+        results.push((exec, value, grads));
+    }
+    let (_, reference, ref_grads) = &results[0];
+    for (exec, value, grads) in &results[1..] {
+        let rel = ((value - reference) / reference).abs();
+        assert!(rel < 1e-4, "{exec}: loss {value} vs sequential {reference}");
+        for (g, r) in grads.iter().zip(ref_grads) {
+            let scale = r.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            for (a, b) in g.iter().zip(r) {
+                assert!((a - b).abs() <= 1e-4 * scale, "{exec}: gradient {a} vs {b}");
+            }
+        }
+    }
+}
