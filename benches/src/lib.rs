@@ -7,5 +7,4 @@
 pub mod measure;
 pub mod peak;
 pub mod report;
-pub mod sst;
 pub mod w1;

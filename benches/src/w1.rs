@@ -1,85 +1,34 @@
-//! W1 of `shared/BENCHMARKS.md`: Tree-LSTM training on SST. E = 300,
-//! H = 150, C = 5, softmax cross-entropy at every node summed over the
-//! tree, 64 trees per update, plain SGD lr 0.05.
+//! W1 of `shared/BENCHMARKS.md`: Tree-LSTM training on SST. The model is
+//! the SST example's ([`sheaf_examples::model::TreeLstm`]) with W1's
+//! settings: E = 300, H = 150, C = 5, embeddings uniform in ±0.05, no
+//! dropout; softmax cross-entropy at every node summed over the tree, 64
+//! trees per update with their losses summed, plain SGD lr 0.05.
 
-use rand::rngs::StdRng;
-use rand::SeedableRng;
-use sheaf_autodiff::{Expr, Graph, Init, Optimizer, Param, ParamStore, Sequential, Sgd};
+use sheaf_autodiff::{Graph, Optimizer, ParamStore, Sequential, Sgd};
+use sheaf_examples::model::{ModelConfig, TreeLstm};
+use sheaf_examples::sst::{Node, Tree, CLASSES};
 use sheaf_sched::{Executor, Strategy};
-
-use crate::sst::{Node, Tree};
 
 /// Embedding size.
 pub const E: usize = 300;
 /// State size.
 pub const H: usize = 150;
 /// Classes.
-pub const C: usize = 5;
+pub const C: usize = CLASSES;
 
-/// The parameters of the model.
-pub struct Model {
-    emb: Param,
-    w_leaf: Param,
-    b_leaf: Param,
-    u: Param,
-    b_int: Param,
-    w_out: Param,
-    b_out: Param,
-}
-
-impl Model {
-    /// Random initialisation (seeded): embeddings uniform in ±0.05,
-    /// matrices Glorot uniform, biases zero.
-    pub fn new(store: &mut ParamStore, vocab: usize, seed: u64) -> sheaf_autodiff::Result<Model> {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let u = Init::Uniform {
-            low: -0.05,
-            high: 0.05,
-        };
-        Ok(Model {
-            emb: store.add_lookup("emb", vocab, E, u, &mut rng)?,
-            w_leaf: store.add_param("w_leaf", [3 * H, E], Init::GlorotUniform, &mut rng)?,
-            b_leaf: store.add_param("b_leaf", [3 * H], Init::Zeros, &mut rng)?,
-            u: store.add_param("u", [5 * H, 2 * H], Init::GlorotUniform, &mut rng)?,
-            b_int: store.add_param("b_int", [5 * H], Init::Zeros, &mut rng)?,
-            w_out: store.add_param("w_out", [C, H], Init::GlorotUniform, &mut rng)?,
-            b_out: store.add_param("b_out", [C], Init::Zeros, &mut rng)?,
-        })
-    }
-
-    /// Adds one tree's summed loss to `g` (post-order loop, no recursion).
-    pub fn tree_loss(&self, g: &mut Graph, tree: &Tree) -> sheaf_autodiff::Result<Expr> {
-        let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
-        let mut losses = Vec::with_capacity(tree.nodes.len());
-        let (wo, bo) = (g.param(&self.w_out), g.param(&self.b_out));
-        for node in &tree.nodes {
-            let (state, label) = match *node {
-                Node::Leaf { word, label } => {
-                    let (emb, wl, bl) = (
-                        g.param(&self.emb),
-                        g.param(&self.w_leaf),
-                        g.param(&self.b_leaf),
-                    );
-                    let x = g.lookup(emb, word)?;
-                    let gates = g.affine(bl, &[(wl, x)])?;
-                    (g.tree_lstm_leaf(gates)?, label)
-                }
-                Node::Inner { left, right, label } => {
-                    let (sl, sr) = (states[left], states[right]);
-                    let (hl, hr) = (g.cell_h(sl)?, g.cell_h(sr)?);
-                    let hh = g.concat(&[hl, hr])?;
-                    let (u, bi) = (g.param(&self.u), g.param(&self.b_int));
-                    let gates = g.affine(bi, &[(u, hh)])?;
-                    (g.tree_lstm_node(gates, sl, sr)?, label)
-                }
-            };
-            states.push(state);
-            let h = g.cell_h(state)?;
-            let logits = g.affine(bo, &[(wo, h)])?;
-            losses.push(g.pick_neg_log_softmax(logits, label)?);
-        }
-        g.sum(&losses)
-    }
+/// W1's model for a vocabulary of `vocab` rows (seeded initialisation):
+/// E = 300, H = 150, embeddings uniform in ±0.05, matrices Glorot
+/// uniform, biases zero, no dropout.
+pub fn model(store: &mut ParamStore, vocab: usize, seed: u64) -> sheaf_autodiff::Result<TreeLstm> {
+    let cfg = ModelConfig {
+        embed_dim: E,
+        hidden: H,
+        embed_init: 0.05,
+        dropout_embed: 0.0,
+        dropout_output: 0.0,
+        ..ModelConfig::new(vocab)
+    };
+    TreeLstm::new(store, &cfg, seed)
 }
 
 /// Useful model FLOPs of training on one tree (BENCHMARKS.md): leaf
@@ -96,19 +45,22 @@ pub fn train_flops(tree: &Tree) -> f64 {
     3.0 * per_node
 }
 
-/// One training step on `trees` with `strategy` (None = Sequential).
+/// One training step on `trees` (`ids[i]`: the vocabulary ids of
+/// `trees[i]`'s words) with `strategy` (None = Sequential): all losses
+/// summed into one graph, one forward, one backward, one update.
 pub fn train_step(
-    model: &Model,
+    model: &TreeLstm,
     store: &mut ParamStore,
     opt: &mut Optimizer,
     g: &mut Graph,
     exec: Option<&mut Executor>,
     trees: &[Tree],
+    ids: &[Vec<u32>],
 ) -> Result<f32, String> {
     g.clear();
     let mut losses = Vec::with_capacity(trees.len());
-    for t in trees {
-        losses.push(model.tree_loss(g, t).map_err(|e| e.to_string())?);
+    for (t, ids) in trees.iter().zip(ids) {
+        losses.push(model.tree_loss(g, t, ids).map_err(|e| e.to_string())?);
     }
     let loss = g.sum(&losses).map_err(|e| e.to_string())?;
     match exec {

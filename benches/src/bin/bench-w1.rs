@@ -2,7 +2,7 @@
 //! (trees/s, useful GFLOP/s, utilisation against the same-run sgemm peak)
 //! for sequential, depth and agenda at 1 and 2 threads.
 
-use std::collections::HashMap;
+use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
@@ -10,8 +10,8 @@ use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
-use sheaf_benches::sst::parse;
-use sheaf_benches::w1::{optimizer, strategies, train_flops, train_step, Model};
+use sheaf_benches::w1::{model, optimizer, strategies, train_flops, train_step};
+use sheaf_examples::sst::{read_trees, Vocab};
 use sheaf_sched::Executor;
 
 #[derive(Parser, Debug)]
@@ -32,19 +32,17 @@ const BATCH: usize = 64;
 
 fn main() {
     let args = Args::parse();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/sst/train.txt");
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        eprintln!("cannot read {path}: {e}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sst/train.txt");
+    let trees = read_trees(&path).unwrap_or_else(|e| {
+        eprintln!("{e}");
         std::process::exit(1)
     });
-    let mut vocab = HashMap::new();
-    let trees = parse(&text, &mut vocab, true).unwrap_or_else(|e| {
-        eprintln!("{path}: {e}");
-        std::process::exit(1)
-    });
+    // Vocabulary = all training tokens (plus the unknown-word row).
+    let vocab = Vocab::from_trees(&trees);
+    let ids: Vec<Vec<u32>> = trees.iter().map(|t| vocab.encode(t)).collect();
     let timed = if args.quick { 512 } else { 2048 };
-    let warm = &trees[0..128];
-    let measured = &trees[128..128 + timed];
+    let (warm, warm_ids) = (&trees[0..128], &ids[0..128]);
+    let (measured, measured_ids) = (&trees[128..128 + timed], &ids[128..128 + timed]);
     let flops: f64 = measured.iter().map(train_flops).sum();
     println!(
         "W1: {} training trees, vocabulary {}, timed trees 128..{} ({:.1} useful MFLOP/tree)",
@@ -68,16 +66,32 @@ fn main() {
         for (name, strategy) in strategies() {
             let result = with_threads(threads, || -> Result<f64, String> {
                 let mut store = ParamStore::new();
-                let model = Model::new(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+                let model = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
                 let mut opt = optimizer();
                 let mut g = Graph::new();
                 let mut exec = strategy.map(Executor::new);
-                for chunk in warm.chunks(BATCH) {
-                    train_step(&model, &mut store, &mut opt, &mut g, exec.as_mut(), chunk)?;
+                for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
+                    train_step(
+                        &model,
+                        &mut store,
+                        &mut opt,
+                        &mut g,
+                        exec.as_mut(),
+                        chunk,
+                        ids,
+                    )?;
                 }
                 let start = Instant::now();
-                for chunk in measured.chunks(BATCH) {
-                    train_step(&model, &mut store, &mut opt, &mut g, exec.as_mut(), chunk)?;
+                for (chunk, ids) in measured.chunks(BATCH).zip(measured_ids.chunks(BATCH)) {
+                    train_step(
+                        &model,
+                        &mut store,
+                        &mut opt,
+                        &mut g,
+                        exec.as_mut(),
+                        chunk,
+                        ids,
+                    )?;
                 }
                 Ok(start.elapsed().as_secs_f64())
             });
