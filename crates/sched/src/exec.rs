@@ -181,6 +181,11 @@ impl Executor {
         self.stats.arena_peak_bytes = self.arena.peak();
     }
 
+    fn note_gather(&mut self, op: &'static str, bytes: usize) {
+        self.stats.gathered_bytes += bytes;
+        *self.stats.gathered_per_op.entry(op).or_insert(0) += bytes;
+    }
+
     /// Computes every not-yet-evaluated node up to `target` in batches and
     /// returns `target`'s value. Only the new part of the graph is planned,
     /// so a model may read values mid-build and extend the graph.
@@ -229,7 +234,12 @@ impl Executor {
     /// a view when they sit contiguous and in order in one batch output,
     /// one gather when they sit in one output in another order, row copies
     /// otherwise.
-    fn stack(&mut self, g: &Graph, args: &[NodeId]) -> sheaf_tensor::Result<(Tensor, Source)> {
+    fn stack(
+        &mut self,
+        g: &Graph,
+        op: &'static str,
+        args: &[NodeId],
+    ) -> sheaf_tensor::Result<(Tensor, Source)> {
         let b = args.len();
         let shape = g.node(args[0]).shape();
         let stacked = Shape::stack(b, shape)?;
@@ -260,7 +270,7 @@ impl Executor {
                 let idx = Tensor::from_vec(idx, [b])?;
                 let mut out = self.arena.overwritten(src.shape().with_rows(b))?;
                 self.backend.gather_rows(src, &idx, out.view_mut()?)?;
-                self.stats.gathered_bytes += b * row_bytes;
+                self.note_gather(op, b * row_bytes);
                 let source = Source::Gather {
                     buffer: h0.buffer,
                     idx,
@@ -281,7 +291,7 @@ impl Executor {
                 self.backend.copy_rows(&v, 0, view.reborrow(), r, 1)?;
             }
         }
-        self.stats.gathered_bytes += b * row_bytes;
+        self.note_gather(op, b * row_bytes);
         Ok((out, Source::Rows))
     }
 
@@ -311,7 +321,7 @@ impl Executor {
                 ArgRole::Stack => {
                     col.clear();
                     col.extend(nodes.iter().map(|&x| g.args(x)[j]));
-                    let (t, source) = self.stack(g, &col)?;
+                    let (t, source) = self.stack(g, op.name(), &col)?;
                     args.push(t);
                     sources.push(source);
                 }

@@ -20,6 +20,9 @@ pub struct PlanStats {
     pub unbatchable: usize,
     /// Bytes copied to make batch inputs contiguous.
     pub gathered_bytes: usize,
+    /// Per op name: bytes copied to assemble its batches' inputs (where
+    /// the gathers of a slow model come from).
+    pub gathered_per_op: BTreeMap<&'static str, usize>,
     /// Bytes of batch inputs that already sat contiguous and in order.
     pub avoided_bytes: usize,
     /// Bytes of buffers (values, saved state, gathered inputs, gradients,
@@ -62,7 +65,11 @@ impl fmt::Display for PlanStats {
             self.kernels
         )?;
         for (op, (b, n)) in &self.per_op {
-            writeln!(f, "  {op:<24} {b:>6} batches {n:>8} nodes")?;
+            let gathered = self.gathered_per_op.get(op).copied().unwrap_or(0);
+            writeln!(
+                f,
+                "  {op:<24} {b:>6} batches {n:>8} nodes {gathered:>12} B gathered"
+            )?;
         }
         Ok(())
     }
