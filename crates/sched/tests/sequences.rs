@@ -4,7 +4,9 @@
 //! token, summed into one scalar. Depth and Agenda equal Sequential (every
 //! node's value and gradient, every parameter's gradient, within the
 //! tolerance of `common/mod.rs`), and Agenda runs all cells of both
-//! directions in at most 2 x (longest length) kernel calls.
+//! directions in at most 2 x (longest length) kernel calls. With the input
+//! projection `W x` written off the recurrence, both strategies run it as
+//! one product over all tokens, before the first cell.
 
 mod common;
 
@@ -144,4 +146,65 @@ fn agenda_runs_bilstm_cells_in_at_most_two_batches_per_step() {
     // The per-token output layer is off the recurrence: few batches.
     let (out_batches, _) = e.stats().per_op["pick_neg_log_softmax"];
     assert!(out_batches <= 2 * max_len, "{}", e.stats());
+}
+
+/// Like `build`, one direction only, with the input projection `W x` taken
+/// off the recurrence: `gates = (U h + b) + W x`. The products `W x` of all
+/// tokens depend on nothing recurrent, so they must run as ONE product over
+/// every token of every sentence, before the first cell.
+fn build_projected(g: &mut Graph, m: &Model, data: &[Sentence]) -> Expr {
+    let mut losses = Vec::new();
+    for s in data {
+        let emb = g.param(&m.emb);
+        let (w, u, b) = (g.param(&m.fwd.w), g.param(&m.fwd.u), g.param(&m.fwd.b));
+        let mut state = g.input(full(0.0, &[2 * H]));
+        let mut h = g.input(full(0.0, &[H]));
+        for (&word, &tag) in s.words.iter().zip(&s.tags) {
+            let x = g.lookup(emb, word).unwrap();
+            let xp = g.linear(w, x).unwrap();
+            let uh = g.affine(b, &[(u, h)]).unwrap();
+            let gates = g.add(uh, xp).unwrap();
+            state = g.lstm_cell(gates, state).unwrap();
+            h = g.cell_h(state).unwrap();
+            let hh = g.concat(&[h, h]).unwrap();
+            let (wo, bo) = (g.param(&m.w_out), g.param(&m.b_out));
+            let logits = g.affine(bo, &[(wo, hh)]).unwrap();
+            losses.push(g.pick_neg_log_softmax(logits, tag).unwrap());
+        }
+    }
+    g.sum(&losses).unwrap()
+}
+
+#[test]
+fn input_projections_run_as_one_product_before_the_recurrence() {
+    let mut rng = Lcg(31);
+    let mut store = ParamStore::new();
+    let m = model(&mut store, &mut rng);
+    let data = sentences(&mut rng);
+    check_all(
+        &mut store,
+        |g| build_projected(g, &m, &data),
+        "projected lstm",
+    );
+    let tokens: usize = LENGTHS.iter().sum();
+    for strategy in [Strategy::Agenda, Strategy::Depth] {
+        let mut g = Graph::new();
+        let loss = build_projected(&mut g, &m, &data);
+        let mut e = Executor::new(strategy);
+        e.forward(&mut g, &store, loss).unwrap();
+        assert_eq!(
+            e.stats().per_op["linear"],
+            (1, tokens),
+            "{strategy:?}: every token's W x in one product\n{}",
+            e.stats()
+        );
+        let order: Vec<&str> = e.plans()[0]
+            .batches
+            .iter()
+            .map(|batch| g.op_name(batch.nodes[0]))
+            .collect();
+        let linear = order.iter().position(|&op| op == "linear").unwrap();
+        let first_cell = order.iter().position(|&op| op == "lstm_cell").unwrap();
+        assert!(linear < first_cell, "{strategy:?}: {order:?}");
+    }
 }

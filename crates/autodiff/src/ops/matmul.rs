@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, TensorError, Transpose};
+use sheaf_tensor::{Shape, TensorError, TensorMut, Transpose};
 
 use crate::error::Result;
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
@@ -219,9 +219,12 @@ impl Op for Affine {
         }
         for (w, x) in self.terms(cx.args.len()) {
             let (wt, xt) = (&cx.args[w], &cx.args[x]);
+            // w < x, so the split gives both gradients mutably at once.
+            let (head, tail) = cx.dargs.split_at_mut(x);
+            let (dw, dx) = (head[w].as_mut(), tail[0].as_mut());
             // dX [b, in] += dY [b, out] W [out, in].
-            if let Some(dx) = cx.dargs.get_mut(x).and_then(Option::as_mut) {
-                be.matmul(
+            let input_grad = |dx: Option<&mut TensorMut<'_>>| match dx {
+                Some(dx) => be.matmul(
                     dy,
                     Transpose::No,
                     wt,
@@ -229,11 +232,12 @@ impl Op for Affine {
                     1.0,
                     1.0,
                     dx.reborrow(),
-                )?;
-            }
+                ),
+                None => Ok(()),
+            };
             // dW [out, in] += dY^T X.
-            if let Some(dw) = cx.dargs.get_mut(w).and_then(Option::as_mut) {
-                be.matmul(
+            let weight_grad = |dw: Option<&mut TensorMut<'_>>| match dw {
+                Some(dw) => be.matmul(
                     dy,
                     Transpose::Yes,
                     xt,
@@ -241,8 +245,16 @@ impl Op for Affine {
                     1.0,
                     1.0,
                     dw.reborrow(),
-                )?;
-            }
+                ),
+                None => Ok(()),
+            };
+            // The two products are independent: with two threads they run
+            // side by side (each still splits itself when large), which is
+            // what keeps the second core busy on the small batches at the
+            // tops of trees.
+            let (a, b) = rayon::join(|| input_grad(dx), || weight_grad(dw));
+            a?;
+            b?;
         }
         Ok(())
     }
