@@ -272,12 +272,14 @@ impl Graph {
     }
 
     /// The argument nodes of a node.
+    #[inline]
     pub fn args(&self, node: NodeId) -> &[NodeId] {
         let (start, end) = self.nodes[node.index()].args;
         &self.arg_list[start as usize..end as usize]
     }
 
     /// A node's record (kind, shape, signature, depth).
+    #[inline]
     pub fn node(&self, node: NodeId) -> &Node {
         &self.nodes[node.index()]
     }

@@ -60,8 +60,74 @@ fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = NodeId>
         .filter(move |&n| g.node(n).kind() == NodeKind::Op)
 }
 
-/// Plans nodes `start..end` of `g` with `strategy`.
+/// Plans nodes `start..end` of `g` with `strategy`: batches in dependency
+/// order, each batch's nodes laid out in the order their consumers read
+/// them (see [`layout_for_consumers`]).
 pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
+    let mut p = plan_batches(g, start, end, strategy);
+    if strategy != Strategy::Sequential {
+        layout_for_consumers(g, start, end, &mut p);
+    }
+    p
+}
+
+/// Orders the nodes (so the output rows) of every batch by where they are
+/// first read: by the earliest consumer batch, then the argument position
+/// there, then the consumer's row. A batch whose rows are all read by one
+/// later batch through one argument is then read as a contiguous view, in
+/// order, with no gather (a sequence's next step, an output layer over a
+/// batch of states), and two arguments read from one producer become two
+/// contiguous runs. Batches are visited last to first, so every consumer's
+/// order is final before its producers are laid out. Linear in nodes and
+/// edges, plus a sort per batch.
+fn layout_for_consumers(g: &Graph, start: usize, end: usize, plan: &mut Plan) {
+    let count = end.saturating_sub(start);
+    let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
+    // First read of each planned node, packed (consumer batch, argument,
+    // row) so that keys compare as integers; the argument saturates at 255
+    // and the row at 2^24 - 1, which only blurs the order of huge batches
+    // (any order is correct, this one is just faster to read).
+    let pack = |batch: usize, arg: usize, row: usize| {
+        ((batch.min(u32::MAX as usize) as u64) << 32)
+            | ((arg.min(0xff) as u64) << 24)
+            | row.min(0xff_ffff) as u64
+    };
+    let mut first_read = vec![u64::MAX; count];
+    let mut keyed: Vec<(u64, u32)> = Vec::new();
+    let mut sorted: Vec<NodeId> = Vec::new();
+    for (bi, batch) in plan.batches.iter_mut().enumerate().rev() {
+        if batch.nodes.len() > 1 {
+            keyed.clear();
+            keyed.extend(
+                batch
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &n)| (local(n).map_or(u64::MAX, |i| first_read[i]), k as u32)),
+            );
+            if !keyed.is_sorted() {
+                // Unique keys (ties broken by planned position, so nodes
+                // read nowhere keep their order): unstable is deterministic.
+                keyed.sort_unstable();
+                sorted.clear();
+                sorted.extend(keyed.iter().map(|&(_, k)| batch.nodes[k as usize]));
+                std::mem::swap(&mut batch.nodes, &mut sorted);
+            }
+        }
+        for (row, &n) in batch.nodes.iter().enumerate() {
+            for (j, &a) in g.args(n).iter().enumerate() {
+                if let Some(i) = local(a) {
+                    let key = pack(bi, j, row);
+                    if key < first_read[i] {
+                        first_read[i] = key;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn plan_batches(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
     match strategy {
         Strategy::Sequential => Plan {
             batches: op_nodes(g, start, end)

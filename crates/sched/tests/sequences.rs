@@ -208,3 +208,27 @@ fn input_projections_run_as_one_product_before_the_recurrence() {
         assert!(linear < first_cell, "{strategy:?}: {order:?}");
     }
 }
+
+#[test]
+fn sequence_steps_read_states_and_logits_in_place() {
+    let mut rng = Lcg(37);
+    let mut store = ParamStore::new();
+    let m = model(&mut store, &mut rng);
+    let data = sentences(&mut rng);
+    for strategy in [Strategy::Agenda, Strategy::Depth] {
+        let mut g = Graph::new();
+        let loss = build(&mut g, &m, &data);
+        let mut e = Executor::new(strategy);
+        e.forward(&mut g, &store, loss).unwrap();
+        let stats = e.stats();
+        // Each step's states are read in place by the next step's `cell_h`,
+        // and the logits by the loss: no copies on those paths.
+        for op in ["cell_h", "pick_neg_log_softmax"] {
+            assert_eq!(
+                stats.gathered_per_op.get(op).copied().unwrap_or(0),
+                0,
+                "{strategy:?}: {op} inputs were copied\n{stats}"
+            );
+        }
+    }
+}
