@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use sheaf_autodiff::{Adagrad, Adam, Graph, Optimizer, ParamStore};
+use sheaf_autodiff::{Adagrad, Adam, Graph, Optimizer, ParamStore, Sgd};
 
 use crate::engine::{Engine, Exec};
 use crate::error::{Error, Result};
@@ -104,6 +104,13 @@ pub struct TrainConfig {
     pub reduction: Reduction,
     /// Clips the global gradient norm of a step to this value, if set.
     pub clip_norm: Option<f32>,
+    /// When set, the embedding table is updated by plain SGD with this
+    /// learning rate and no weight decay (Tai et al.'s recipe), and the
+    /// optimizer above updates (and decays) only the other parameters.
+    /// When unset, the optimizer updates the table like every parameter
+    /// (lazily: only the rows a step touched).
+    #[serde(default)]
+    pub embed_lr: Option<f32>,
     /// Seed of initialisation, shuffling and dropout.
     pub seed: u64,
     /// How graphs are executed.
@@ -129,6 +136,7 @@ impl TrainConfig {
             weight_decay: 1e-4,
             reduction: Reduction::Mean,
             clip_norm: None,
+            embed_lr: None,
             seed: 1,
             exec: Exec::Agenda,
             max_train_trees: None,
@@ -160,6 +168,13 @@ impl TrainConfig {
                 return bad(format!("the clipping norm must be positive, it is {c}"));
             }
         }
+        if let Some(lr) = self.embed_lr {
+            if !(lr.is_finite() && lr >= 0.0) {
+                return bad(format!(
+                    "the embedding learning rate must be >= 0, it is {lr}"
+                ));
+            }
+        }
         if self.max_train_trees == Some(0) {
             return bad("--max-train-trees must be at least 1".into());
         }
@@ -184,6 +199,18 @@ impl TrainConfig {
             Some(c) => opt.with_clip_norm(c),
             None => opt,
         }
+    }
+
+    /// The embedding table's own optimizer, if `embed_lr` is set: SGD
+    /// without momentum, so it keeps no state to checkpoint.
+    pub fn embed_optimizer(&self) -> Option<Optimizer> {
+        self.embed_lr.map(|lr| {
+            Optimizer::sgd(Sgd {
+                lr,
+                momentum: 0.0,
+                weight_decay: 0.0,
+            })
+        })
     }
 }
 
@@ -277,6 +304,7 @@ pub struct Trainer {
     model: TreeLstm,
     store: ParamStore,
     opt: Optimizer,
+    embed_opt: Option<Optimizer>,
     engine: Engine,
     graph: Graph,
     train: Split,
@@ -362,6 +390,7 @@ impl Trainer {
             model: net,
             store,
             opt,
+            embed_opt: cfg.embed_optimizer(),
             engine: Engine::new(cfg.exec),
             graph: Graph::new(),
             train,
@@ -413,6 +442,7 @@ impl Trainer {
             ));
         }
         let exec = state.train.exec;
+        let embed_opt = state.train.embed_optimizer();
         Ok(Trainer {
             dir: dir.to_path_buf(),
             train: Split::new(trees, &vocab),
@@ -421,6 +451,7 @@ impl Trainer {
             model,
             store,
             opt,
+            embed_opt,
             engine: Engine::new(exec),
             graph: Graph::new(),
             dev,
@@ -577,9 +608,38 @@ impl Trainer {
                 self.state.step + 1
             )));
         }
-        self.opt.step(&mut self.store)?;
+        self.update()?;
         self.state.step += 1;
         Ok((value as f64, nodes))
+    }
+
+    /// Applies the accumulated gradients: all parameters with the
+    /// optimizer, or, with an embedding optimizer, the table's gradient is
+    /// set aside while the optimizer updates the rest and then applied
+    /// alone by the embedding optimizer.
+    fn update(&mut self) -> Result<()> {
+        let Some(embed_opt) = &mut self.embed_opt else {
+            self.opt.step(&mut self.store)?;
+            return Ok(());
+        };
+        let emb = self.model.embeddings().id();
+        let (rows, dense) = {
+            let mut acc = self.store.lock_grad(emb, "train")?;
+            (
+                std::mem::take(&mut acc.rows),
+                std::mem::replace(&mut acc.dense, false),
+            )
+        };
+        // The table's accumulator now reads as untouched, so this step
+        // leaves the table (and its gradient) alone.
+        self.opt.step(&mut self.store)?;
+        {
+            let mut acc = self.store.lock_grad(emb, "train")?;
+            acc.rows = rows;
+            acc.dense = dense;
+        }
+        embed_opt.step(&mut self.store)?;
+        Ok(())
     }
 
     /// Fine-grained and binary accuracy on the dev set (deterministic).

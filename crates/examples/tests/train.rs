@@ -12,7 +12,7 @@ use sheaf_examples::eval::{Trained, Which};
 use sheaf_examples::model::TreeLstm;
 use sheaf_examples::sst::{read_trees, Vocab};
 use sheaf_examples::state::{EpochRecord, RunState, LAST};
-use sheaf_examples::train::{ResumeChanges, Trainer};
+use sheaf_examples::train::{ResumeChanges, TrainConfig, Trainer};
 
 fn quiet() -> impl FnMut(sheaf_examples::train::Event<'_>) {
     |_| {}
@@ -97,30 +97,21 @@ fn results(h: &[EpochRecord]) -> Vec<(usize, u64, u64, u64, u64)> {
 fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
     let tmp = TempDir::new("resume");
     let data = tiny_data(&tmp);
-    for exec in [Exec::Agenda, Exec::Sequential] {
+    // The second case updates the embeddings by their own SGD.
+    for (exec, embed_lr) in [(Exec::Agenda, None), (Exec::Sequential, Some(0.5))] {
         let (a, b) = (
             tmp.join(&format!("a-{exec}")),
             tmp.join(&format!("b-{exec}")),
         );
+        let cfg = |epochs| TrainConfig {
+            embed_lr,
+            ..small_train(&data, epochs, exec)
+        };
         // Dropout on, so the per-step dropout seeds matter too.
-        let mut full = Trainer::new(
-            &a,
-            small_model(0.3),
-            small_train(&data, 2, exec),
-            false,
-            &mut quiet(),
-        )
-        .unwrap();
+        let mut full = Trainer::new(&a, small_model(0.3), cfg(2), false, &mut quiet()).unwrap();
         full.run(&mut quiet()).unwrap();
 
-        let mut half = Trainer::new(
-            &b,
-            small_model(0.3),
-            small_train(&data, 1, exec),
-            false,
-            &mut quiet(),
-        )
-        .unwrap();
+        let mut half = Trainer::new(&b, small_model(0.3), cfg(1), false, &mut quiet()).unwrap();
         half.run(&mut quiet()).unwrap();
         drop(half);
         let mut resumed = Trainer::resume(
@@ -254,5 +245,45 @@ fn every_executor_gives_the_same_loss_and_gradients() {
                 assert!((a - b).abs() <= 1e-4 * scale, "{exec}: gradient {a} vs {b}");
             }
         }
+    }
+}
+
+#[test]
+fn an_embedding_learning_rate_gives_the_table_its_own_sgd() {
+    let tmp = TempDir::new("embed-lr");
+    let data = tiny_data(&tmp);
+    let trees = read_trees(&data.join("train.txt")).unwrap();
+    let table = |t: &Trainer| -> Vec<f32> {
+        let p = t.model().embeddings();
+        t.store().value(&p).unwrap().to_vec::<f32>().unwrap()
+    };
+    let run = |embed_lr: Option<f32>, name: &str| {
+        let cfg = TrainConfig {
+            embed_lr,
+            ..small_train(&data, 1, Exec::Agenda)
+        };
+        let mut t =
+            Trainer::new(&tmp.join(name), small_model(0.0), cfg, false, &mut quiet()).unwrap();
+        let before = table(&t);
+        t.run(&mut quiet()).unwrap();
+        (before, table(&t), t)
+    };
+    // Rate 0: the table stays as initialised while the weights train.
+    let (before, after, t) = run(Some(0.0), "zero");
+    assert_eq!(before, after);
+    assert!(t.state().history[0].train_loss.is_finite());
+    // A positive rate moves exactly the rows of training words.
+    let (before, after, t) = run(Some(1.0), "one");
+    let dim = t.model().config().embed_dim;
+    let vocab = t.vocab();
+    let mut seen = vec![false; vocab.len()];
+    for tree in &trees {
+        for id in vocab.encode(tree) {
+            seen[id as usize] = true;
+        }
+    }
+    for (row, &s) in seen.iter().enumerate() {
+        let r = row * dim..(row + 1) * dim;
+        assert_eq!(before[r.clone()] != after[r], s, "row {row}");
     }
 }

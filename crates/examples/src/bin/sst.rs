@@ -82,6 +82,11 @@ struct TrainArgs {
     /// Clip the global gradient norm of each update to F [default: off].
     #[arg(long, value_name = "F")]
     clip_norm: Option<f32>,
+    /// Update the embedding table by plain SGD with this learning rate
+    /// and no weight decay, the other parameters by --optimizer [default:
+    /// off: --optimizer updates the table too].
+    #[arg(long, value_name = "F")]
+    embed_lr: Option<f32>,
     /// Dropout rate on the embeddings and before the output layer
     /// [default: 0.5]; 0 adds no dropout at all.
     #[arg(long, value_name = "F")]
@@ -194,35 +199,40 @@ fn train(a: TrainArgs) -> Result<()> {
     let mut bar: Option<ProgressBar> = None;
     let mut on = move |ev: Event<'_>| report(&mut bar, ev);
     let started = Instant::now();
-    let (dir, state) = with_threads(threads, || -> Result<_> {
-        let mut trainer =
-            match &a.resume {
-                Some(dir) => {
-                    let dir = dir.clone().unwrap_or_else(|| a.checkpoint_dir.clone());
-                    refuse_changes_on_resume(&a)?;
-                    let t = Trainer::resume(
-                        &dir,
-                        ResumeChanges {
-                            epochs: a.epochs,
-                            exec: a.strategy,
-                            patience: a.patience,
-                        },
-                    )?;
-                    let s = t.state();
-                    println!(
-                        "resuming {} after epoch {} (step {}), {} epochs in all",
-                        dir.display(),
-                        s.epochs_done,
-                        s.step,
-                        s.train.epochs
-                    );
-                    t
-                }
-                None => {
-                    let (model, cfg) = settings(&a);
-                    println!(
-                    "training: {} lr {} weight decay {} batch {} ({}), dropout {}/{}, E {} H {}, \
-                     {} epochs, seed {}, {} executor",
+    let (dir, state) =
+        with_threads(threads, || -> Result<_> {
+            let mut trainer =
+                match &a.resume {
+                    Some(dir) => {
+                        let dir = dir.clone().unwrap_or_else(|| a.checkpoint_dir.clone());
+                        refuse_changes_on_resume(&a)?;
+                        let t = Trainer::resume(
+                            &dir,
+                            ResumeChanges {
+                                epochs: a.epochs,
+                                exec: a.strategy,
+                                patience: a.patience,
+                            },
+                        )?;
+                        let s = t.state();
+                        println!(
+                            "resuming {} after epoch {} (step {}), {} epochs in all",
+                            dir.display(),
+                            s.epochs_done,
+                            s.step,
+                            s.train.epochs
+                        );
+                        t
+                    }
+                    None => {
+                        let (model, cfg) = settings(&a);
+                        let embed = match cfg.embed_lr {
+                            Some(lr) => format!(", embeddings by SGD lr {lr}"),
+                            None => String::new(),
+                        };
+                        println!(
+                    "training: {} lr {} weight decay {}{embed}, batch {} ({}), dropout {}/{}, \
+                     E {} H {}, {} epochs, seed {}, {} executor",
                     cfg.optimizer.name(),
                     cfg.lr,
                     cfg.weight_decay,
@@ -236,17 +246,17 @@ fn train(a: TrainArgs) -> Result<()> {
                     cfg.seed,
                     cfg.exec
                 );
-                    Trainer::new(&a.checkpoint_dir, model, cfg, a.overwrite, &mut on)?
-                }
-            };
-        println!(
-            "{} threads; checkpoints in {}",
-            rayon::current_num_threads(),
-            trainer.dir().display()
-        );
-        trainer.run(&mut on)?;
-        Ok((trainer.dir().to_path_buf(), trainer.state().clone()))
-    })??;
+                        Trainer::new(&a.checkpoint_dir, model, cfg, a.overwrite, &mut on)?
+                    }
+                };
+            println!(
+                "{} threads; checkpoints in {}",
+                rayon::current_num_threads(),
+                trainer.dir().display()
+            );
+            trainer.run(&mut on)?;
+            Ok((trainer.dir().to_path_buf(), trainer.state().clone()))
+        })??;
     let secs = started.elapsed().as_secs_f64();
     match &state.best {
         Some(b) => println!(
@@ -274,6 +284,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
     cfg.weight_decay = a.weight_decay.unwrap_or(cfg.weight_decay);
     cfg.reduction = a.reduction.unwrap_or(cfg.reduction);
     cfg.clip_norm = a.clip_norm;
+    cfg.embed_lr = a.embed_lr;
     cfg.seed = a.seed.unwrap_or(cfg.seed);
     cfg.exec = a.strategy.unwrap_or(cfg.exec);
     cfg.max_train_trees = a.max_train_trees;
@@ -292,7 +303,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
 /// With --resume, the run's own settings apply; flags that would change
 /// them are refused (the run could not continue exactly).
 fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
-    let given: [(&str, bool); 17] = [
+    let given: [(&str, bool); 18] = [
         ("--data-dir", a.data_dir.is_some()),
         ("--batch-size", a.batch_size.is_some()),
         ("--lr", a.lr.is_some()),
@@ -300,6 +311,7 @@ fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
         ("--weight-decay", a.weight_decay.is_some()),
         ("--reduction", a.reduction.is_some()),
         ("--clip-norm", a.clip_norm.is_some()),
+        ("--embed-lr", a.embed_lr.is_some()),
         ("--dropout", a.dropout.is_some()),
         ("--dropout-embed", a.dropout_embed.is_some()),
         ("--dropout-output", a.dropout_output.is_some()),
@@ -334,7 +346,7 @@ fn report(bar: &mut Option<ProgressBar>, ev: Event<'_>) {
         } => {
             let pb = ProgressBar::with_draw_target(Some(trees as u64), stderr_target());
             let style = ProgressStyle::with_template(
-                "epoch {prefix} [{bar:30}] {pos}/{len} trees {msg} ({elapsed}, eta {eta})",
+                "epoch {prefix} [{wide_bar}] {pos}/{len} trees, {msg}, eta {eta}",
             )
             .map(|s| s.progress_chars("=> "))
             .unwrap_or_else(|_| ProgressStyle::default_bar());
