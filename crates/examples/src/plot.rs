@@ -110,7 +110,7 @@ fn draw(svg: &mut String, history: &[EpochRecord], title: &str) -> DrawResult {
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::MiddleRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;

@@ -151,6 +151,24 @@ impl RunState {
         Ok(state)
     }
 
+    /// A one-line description of the run, for plots: optimizer, learning
+    /// rate, batch size, dropout, seed.
+    pub fn title(&self) -> String {
+        let embed = match self.train.embed_lr {
+            Some(lr) => format!(", embeddings SGD {lr}"),
+            None => String::new(),
+        };
+        format!(
+            "Tree-LSTM on SST ({} lr {}{embed}, batch {}, dropout {}/{}, seed {})",
+            self.train.optimizer.name(),
+            self.train.lr,
+            self.train.batch_size,
+            self.model.dropout_embed,
+            self.model.dropout_output,
+            self.train.seed
+        )
+    }
+
     /// Writes `dir/state.json` atomically.
     pub fn save(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self)

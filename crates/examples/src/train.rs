@@ -560,16 +560,11 @@ impl Trainer {
         save_last(&self.opt, &self.store, &self.dir)?;
         self.state.save(&self.dir)?;
         write_history(&self.dir.join(HISTORY), &self.state.history)?;
-        let title = format!(
-            "Tree-LSTM on SST ({}, lr {}, batch {}, dropout {}/{}, seed {})",
-            self.state.train.optimizer.name(),
-            self.state.train.lr,
-            self.state.train.batch_size,
-            self.state.model.dropout_embed,
-            self.state.model.dropout_output,
-            self.state.train.seed
-        );
-        write_plot(&self.dir.join(PLOT), &self.state.history, &title)?;
+        write_plot(
+            &self.dir.join(PLOT),
+            &self.state.history,
+            &self.state.title(),
+        )?;
         on(Event::EpochEnd {
             record: &record,
             best: better,

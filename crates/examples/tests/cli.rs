@@ -117,6 +117,14 @@ fn train_resume_eval_predict() {
     let last = sst(&["eval", "--checkpoint", p(&run), "--which", "last"]);
     assert!(last.status.success(), "{}", text(&last.stderr));
 
+    // Redraw the plot elsewhere.
+    let svg = tmp.join("curves.svg");
+    let out = sst(&["plot", "--checkpoint", p(&run), "--out", p(&svg)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("dev binary"));
+
     // Predict from stdin: one line per tree, a label and 5 probabilities.
     let input = "(3 (2 a) (3 (3 good) (2 film)))\n\n(1 (2 an) (1 awful-unseen-word))\n";
     let out = sst_stdin(&["predict", "--checkpoint", p(&run)], Some(input));
@@ -226,6 +234,31 @@ fn bad_embeddings_and_usage_errors() {
     // glove_small.txt holds 3-dimensional vectors; the model has 16.
     let glove = fixture("glove_small.txt");
     fails_with(&with(&["--embeddings", p(&glove)]), &[p(&glove), "16"]);
+    // With the matching size they are loaded.
+    let run3 = tmp.join("run3");
+    let out = sst(&[
+        "train",
+        "--data-dir",
+        p(&data),
+        "--checkpoint-dir",
+        p(&run3),
+        "--embed-dim",
+        "3",
+        "--hidden",
+        "4",
+        "--epochs",
+        "1",
+        "--threads",
+        "1",
+        "--embeddings",
+        p(&glove),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("embeddings: "),
+        "{}",
+        text(&out.stdout)
+    );
 
     // Usage errors are clap's: exit code 2.
     for bad in [

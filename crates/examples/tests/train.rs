@@ -287,3 +287,35 @@ fn an_embedding_learning_rate_gives_the_table_its_own_sgd() {
         assert_eq!(before[r.clone()] != after[r], s, "row {row}");
     }
 }
+
+#[test]
+fn pretrained_vectors_fill_their_rows() {
+    let tmp = TempDir::new("pretrained");
+    let data = tiny_data(&tmp);
+    let mut model = small_model(0.0);
+    model.embed_dim = 3;
+    let cfg = TrainConfig {
+        embeddings: Some(common::fixture("glove_small.txt")),
+        ..small_train(&data, 1, Exec::Agenda)
+    };
+    let t = Trainer::new(&tmp.join("run"), model, cfg, false, &mut quiet()).unwrap();
+    let comma = t.vocab().get(",").expect("the fixture has commas") as usize;
+    let p = t.model().embeddings();
+    let table = t.store().value(&p).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(&table[3 * comma..3 * comma + 3], &[1.0, 2.0, 3.0]);
+    // The wrong size is an error naming both sizes.
+    let cfg = TrainConfig {
+        embeddings: Some(common::fixture("glove_small.txt")),
+        ..small_train(&data, 1, Exec::Agenda)
+    };
+    let e = Trainer::new(
+        &tmp.join("run2"),
+        small_model(0.0),
+        cfg,
+        false,
+        &mut quiet(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("3 dimensions") && e.contains("16"), "{e}");
+}

@@ -20,7 +20,9 @@ use sheaf_examples::engine::{Engine, Exec};
 use sheaf_examples::error::{Error, Result};
 use sheaf_examples::eval::{fine_label, Scores, Trained, Which};
 use sheaf_examples::model::ModelConfig;
+use sheaf_examples::plot::{write_history, write_plot};
 use sheaf_examples::sst::{parse_trees, read_trees};
+use sheaf_examples::state::{RunState, HISTORY, PLOT};
 use sheaf_examples::train::{
     default_data_dir, with_threads, Event, OptimizerKind, Reduction, ResumeChanges, TrainConfig,
     Trainer,
@@ -44,12 +46,25 @@ enum Cmd {
     Train(Box<TrainArgs>),
     /// Print the fine-grained and binary accuracy of a checkpoint on a split.
     Eval(EvalArgs),
-    /// Predict the sentiment of PTB trees, one per line (from FILE or
-    /// stdin). The input must be in SST's labelled PTB format, e.g.
+    /// Predict the sentiment of PTB trees, one per line (FILE or stdin).
+    ///
+    /// The input must be in SST's labelled PTB format, e.g.
     /// `(3 (2 a) (3 (3 good) (2 film)))`; its labels are required by the
     /// format but ignored. Prints, per line: the predicted root label 0-4,
     /// a tab, and the five class probabilities.
     Predict(PredictArgs),
+    /// Redraw a run's training.svg and history.csv from its state.json.
+    Plot(PlotArgs),
+}
+
+#[derive(Args, Debug)]
+struct PlotArgs {
+    /// A checkpoint directory written by `sst train`.
+    #[arg(long, value_name = "DIR")]
+    checkpoint: PathBuf,
+    /// Write the SVG here instead of DIR/training.svg (no CSV then).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -185,6 +200,7 @@ fn main() {
         Cmd::Train(a) => train(*a),
         Cmd::Eval(a) => eval(a),
         Cmd::Predict(a) => predict(a),
+        Cmd::Plot(a) => plot(a),
     };
     if let Err(e) = result {
         // One line, whatever the error holds.
@@ -471,5 +487,19 @@ fn predict(a: PredictArgs) -> Result<()> {
             return Err(Error::io("<stdout>", e));
         }
     }
+    Ok(())
+}
+
+fn plot(a: PlotArgs) -> Result<()> {
+    let state = RunState::load(&a.checkpoint)?;
+    let svg = match &a.out {
+        Some(p) => p.clone(),
+        None => {
+            write_history(&a.checkpoint.join(HISTORY), &state.history)?;
+            a.checkpoint.join(PLOT)
+        }
+    };
+    write_plot(&svg, &state.history, &state.title())?;
+    println!("wrote {} ({} epochs)", svg.display(), state.history.len());
     Ok(())
 }
