@@ -351,6 +351,10 @@ impl Trainer {
         on: &mut dyn FnMut(Event<'_>),
     ) -> Result<Trainer> {
         cfg.validate()?;
+        if !overwrite && dir.join(STATE).exists() {
+            // Checked again (and old files deleted) once the new run is set up.
+            prepare_dir(dir, false)?;
+        }
         let trees = training_trees(&cfg)?;
         let vocab = Vocab::from_trees(&trees);
         let train = Split::new(trees, &vocab);

@@ -248,7 +248,7 @@ fn train(a: TrainArgs) -> Result<()> {
                         };
                         println!(
                     "training: {} lr {} weight decay {}{embed}, batch {} ({}), dropout {}/{}, \
-                     E {} H {}, {} epochs, seed {}, {} executor",
+                     E {} H {}, epochs {}, seed {}, {} executor",
                     cfg.optimizer.name(),
                     cfg.lr,
                     cfg.weight_decay,
