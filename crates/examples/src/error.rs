@@ -1,4 +1,4 @@
-//! [`Error`]: everything training, evaluation and prediction report. Each
+//! [`enum@Error`]: everything training, evaluation and prediction report. Each
 //! message names the file involved where there is one, so the `sst` binary
 //! prints it as is (one line) and exits with code 1.
 

@@ -3,7 +3,7 @@
 //!
 //! These kernels move memory and do (almost) no arithmetic, so they are
 //! written in plain Rust for every ISA: copies are `memcpy`s (in 2 KiB
-//! pieces, see [`copy`]) and the scatter's row add is a zip loop that the
+//! pieces, see the `copy` function) and the scatter's row add is a zip loop that the
 //! compiler vectorises. Indices are validated in a first pass, so a bad
 //! index leaves the output untouched.
 

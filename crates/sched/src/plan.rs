@@ -62,7 +62,9 @@ fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = NodeId>
 
 /// Plans nodes `start..end` of `g` with `strategy`: batches in dependency
 /// order, each batch's nodes laid out in the order their consumers read
-/// them (see [`layout_for_consumers`]).
+/// them: by the earliest consumer batch, then the argument position there,
+/// then the consumer's row, so that a batch read whole by one later batch
+/// is read in place.
 pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
     let mut p = plan_batches(g, start, end, strategy);
     if strategy != Strategy::Sequential {

@@ -11,11 +11,23 @@ pub const CLASSES: usize = 5;
 /// One node of a binary sentiment tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Node {
-    /// A word: `word` indexes [`Tree::words`].
-    Leaf { word: u32, label: Label },
+    /// A word.
+    Leaf {
+        /// Index of the word in [`Tree::words`].
+        word: u32,
+        /// The word's sentiment.
+        label: Label,
+    },
     /// Two children, given as positions in [`Tree::nodes`] (both smaller
     /// than this node's own position).
-    Inner { left: u32, right: u32, label: Label },
+    Inner {
+        /// Position of the left child.
+        left: u32,
+        /// Position of the right child.
+        right: u32,
+        /// The phrase's sentiment.
+        label: Label,
+    },
 }
 
 impl Node {
