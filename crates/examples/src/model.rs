@@ -246,7 +246,12 @@ impl TreeLstm {
         let train = g.is_train();
         let p_emb = if train { self.cfg.dropout_embed } else { 0.0 };
         let p_out = if train { self.cfg.dropout_output } else { 0.0 };
+        // Each node's state `[c | h]` and its `h`, built once: the output
+        // layer and the parent read the same `h` node (asking for it twice
+        // would double the `cell_h` copies and make their batches mix rows
+        // of several producers).
         let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
+        let mut hs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
         let (wo, bo) = (g.param(&self.w_out), g.param(&self.b_out));
         for (pos, node) in tree.nodes.iter().enumerate() {
             let state = match *node {
@@ -271,23 +276,26 @@ impl TreeLstm {
                 }
                 Node::Inner { left, right, .. } => {
                     let child = |c: u32| {
-                        states.get(c as usize).copied().ok_or_else(|| {
-                            bad(format!(
+                        let c = c as usize;
+                        match (states.get(c), hs.get(c)) {
+                            (Some(&s), Some(&h)) => Ok((s, h)),
+                            _ => Err(bad(format!(
                                 "node {pos} has child {c}, which does not come before it"
-                            ))
-                        })
+                            ))),
+                        }
                     };
-                    let (sl, sr) = (child(left)?, child(right)?);
-                    let (hl, hr) = (g.cell_h(sl)?, g.cell_h(sr)?);
+                    let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
                     let hh = g.concat(&[hl, hr])?;
                     let (u, bi) = (g.param(&self.u), g.param(&self.b_int));
                     let gates = g.affine(bi, &[(u, hh)])?;
                     g.tree_lstm_node(gates, sl, sr)?
                 }
             };
+            let h = g.cell_h(state)?;
             states.push(state);
+            hs.push(h);
             if wanted(pos) {
-                let mut h = g.cell_h(state)?;
+                let mut h = h;
                 if p_out > 0.0 {
                     h = g.dropout(h, p_out)?;
                 }
