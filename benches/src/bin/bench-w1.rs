@@ -26,6 +26,10 @@ struct Args {
     /// Where to append the JSON lines.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Print the plan statistics of each batched run's last step (batches
+    /// per op, gathered bytes, arena memory, planning vs. kernel time).
+    #[arg(long)]
+    stats: bool,
 }
 
 const BATCH: usize = 64;
@@ -64,7 +68,7 @@ fn main() {
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
         for (name, strategy) in strategies() {
-            let result = with_threads(threads, || -> Result<f64, String> {
+            let result = with_threads(threads, || -> Result<(f64, Option<String>), String> {
                 let mut store = ParamStore::new();
                 let model = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
                 let mut opt = optimizer();
@@ -93,9 +97,10 @@ fn main() {
                         ids,
                     )?;
                 }
-                Ok(start.elapsed().as_secs_f64())
+                let secs = start.elapsed().as_secs_f64();
+                Ok((secs, exec.map(|e| e.stats().to_string())))
             });
-            let secs = match result {
+            let (secs, stats) = match result {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("{name}: {e}");
@@ -108,6 +113,9 @@ fn main() {
                 "{name:>11} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}%",
                 100.0 * gflops / peak
             );
+            if let (true, Some(stats)) = (args.stats, stats) {
+                println!("last step of {name} at {threads} thread(s): {stats}");
+            }
             report.add(
                 "W1",
                 name,
