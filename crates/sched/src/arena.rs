@@ -81,7 +81,8 @@ impl Arena {
         let t = Tensor::zeros([class], DType::F32, Device::Cpu)?;
         self.fresh += class * 4;
         self.in_use += class * 4;
-        t.recycle(shape, DType::F32)
+        // Fresh memory is zero already: no second fill.
+        t.reuse(shape, DType::F32)
             .map_err(|_| sheaf_tensor::TensorError::SizeOverflow { shape })
     }
 

@@ -66,10 +66,12 @@ impl Executor {
             g.set_grad(loss_id, one);
             return Ok(());
         };
-        let mut seed = self.grad_buffer(home.buffer).map_err(&err)?;
-        let row_len = seed.row_len();
-        seed.as_mut_slice::<f32>().map_err(&err)?[home.row as usize * row_len] = 1.0;
-        self.grads[home.buffer as usize] = Some(seed);
+        self.with_grad(home.buffer, |seed| {
+            let at = home.row as usize * seed.row_len();
+            seed.as_mut_slice::<f32>()?[at] = 1.0;
+            Ok(())
+        })
+        .map_err(&err)?;
 
         let plans = std::mem::take(&mut self.plans);
         let mut index = self.buffers.len();
@@ -102,6 +104,38 @@ impl Executor {
                 self.arena.zeros(shape)
             }
         }
+    }
+
+    /// Runs `f` on the gradient buffer of batch `buffer` (zeros from the
+    /// arena on first use) and puts the buffer back, whatever `f` returns.
+    fn with_grad<R>(
+        &mut self,
+        buffer: u32,
+        f: impl FnOnce(&mut Tensor) -> sheaf_tensor::Result<R>,
+    ) -> sheaf_tensor::Result<R> {
+        let mut t = self.grad_buffer(buffer)?;
+        let result = f(&mut t);
+        self.grads[buffer as usize] = Some(t);
+        result
+    }
+
+    /// Adds `src` (`n` rows, in any shape) to rows `row..row + n` of batch
+    /// `buffer`'s gradient.
+    fn add_to_grad_rows(
+        &mut self,
+        buffer: u32,
+        row: usize,
+        n: usize,
+        src: &Tensor,
+    ) -> sheaf_tensor::Result<()> {
+        let be = self.backend;
+        self.with_grad(buffer, |t| {
+            let dst = t
+                .view_mut()?
+                .into_rows_mut(row..row + n)?
+                .reshape(src.shape())?;
+            be.axpy(1.0, src, dst)
+        })
     }
 
     /// Makes every node's gradient readable from the graph: row views of
@@ -154,15 +188,8 @@ impl Executor {
                         reason: "was not computed by this executor",
                     })
                 })?;
-                let mut t = self.grad_buffer(home.buffer).map_err(err)?;
-                let r = home.row as usize;
-                let res = t
-                    .view_mut()
-                    .and_then(|v| v.into_rows_mut(r..r + 1))
-                    .and_then(|v| v.reshape(src.shape()))
-                    .and_then(|v| self.backend.axpy(1.0, src, v));
-                self.grads[home.buffer as usize] = Some(t);
-                res.map_err(err)?;
+                self.add_to_grad_rows(home.buffer, home.row as usize, 1, src)
+                    .map_err(err)?;
             }
         }
         Ok(())
@@ -330,27 +357,16 @@ impl Executor {
                 let a = g.args(nodes[0])[j];
                 self.accumulate_row(g, store, a, t, op)
             }
-            Source::View { buffer, row0 } => {
-                let mut dst = self.grad_buffer(*buffer).map_err(&err)?;
-                let r = *row0 as usize;
-                let res = dst
-                    .view_mut()
-                    .and_then(|v| v.into_rows_mut(r..r + nodes.len()))
-                    .and_then(|v| v.reshape(t.shape()))
-                    .and_then(|v| self.backend.axpy(1.0, t, v));
-                self.grads[*buffer as usize] = Some(dst);
-                res.map_err(&err)
-            }
+            Source::View { buffer, row0 } => self
+                .add_to_grad_rows(*buffer, *row0 as usize, nodes.len(), t)
+                .map_err(&err),
             Source::Gather { buffer, idx } => {
-                let mut dst = self.grad_buffer(*buffer).map_err(&err)?;
-                let res = t
-                    .reshape(Shape::stack(nodes.len(), dst.shape().row_shape()).map_err(&err)?)
-                    .and_then(|src| {
-                        let v = dst.view_mut()?;
-                        self.backend.scatter_add_rows(&src, idx, v)
-                    });
-                self.grads[*buffer as usize] = Some(dst);
-                res.map_err(&err)
+                let be = self.backend;
+                self.with_grad(*buffer, |dst| {
+                    let src = t.reshape(Shape::stack(nodes.len(), dst.shape().row_shape())?)?;
+                    be.scatter_add_rows(&src, idx, dst.view_mut()?)
+                })
+                .map_err(&err)
             }
             Source::Rows => {
                 for (r, &x) in nodes.iter().enumerate() {
