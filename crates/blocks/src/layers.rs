@@ -1,0 +1,186 @@
+//! The layers of the Fold paper's examples: [`Embedding`] (a lookup
+//! table), [`FC`] (a fully connected layer), and [`Metric`] (records a
+//! value, e.g. a loss, per input).
+
+use std::borrow::Cow;
+
+use rand::Rng;
+use sheaf_autodiff::{Expr, Init, Param, ParamStore};
+
+use crate::block::{impl_shr, Check, Ctx};
+use crate::error::{At, BlockError, Result};
+use crate::{Block, Ty};
+
+/// Row `id` of a lookup table `[vocab, dim]` for a host id; its gradient
+/// touches only the rows looked up (sparse optimizers update only those).
+/// Clones share the table.
+#[derive(Debug, Clone)]
+pub struct Embedding {
+    name: String,
+    table: Param,
+    dim: usize,
+}
+
+impl Embedding {
+    /// A new table `name` of `vocab` rows of `dim`, drawn from `init`.
+    pub fn new<R: Rng + ?Sized>(
+        store: &mut ParamStore,
+        name: &str,
+        vocab: usize,
+        dim: usize,
+        init: Init,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let table = store.add_lookup(name, vocab, dim, init, rng)?;
+        Ok(Self::from_param(name, table))
+    }
+
+    /// A block over an existing table `[vocab, dim]`.
+    pub fn from_param(name: &str, table: Param) -> Self {
+        let dim = table.shape().dim(1).unwrap_or(0);
+        Embedding {
+            name: name.to_owned(),
+            table,
+            dim,
+        }
+    }
+
+    /// The table.
+    pub fn table(&self) -> Param {
+        self.table
+    }
+}
+
+impl Block for Embedding {
+    type In = u32;
+    type Out = Expr;
+    fn name(&self) -> Cow<'static, str> {
+        format!("Embedding({})", self.name).into()
+    }
+    fn check(&self, _cx: &mut Check, _input: &Ty) -> Result<Ty> {
+        Ok(Ty::tensor([self.dim]))
+    }
+    fn eval(&self, cx: &mut Ctx<'_>, id: &u32) -> Result<Expr> {
+        let t = cx.graph.param(&self.table);
+        cx.graph.lookup(t, *id).at(|| self.name())
+    }
+}
+
+/// The nonlinearity of an [`FC`] layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Activation {
+    /// None: an affine layer.
+    Identity,
+    /// `tanh`.
+    Tanh,
+    /// The logistic sigmoid.
+    Sigmoid,
+    /// `max(0, x)`.
+    #[default]
+    Relu,
+}
+
+/// A fully connected layer `act(W x + b)` on vectors `[in]`, `W` Glorot
+/// uniform, `b` zero. Clones share the parameters.
+#[derive(Debug, Clone)]
+pub struct FC {
+    name: String,
+    w: Param,
+    b: Param,
+    act: Activation,
+}
+
+impl FC {
+    /// A new layer `name` (parameters `name.w`, `name.b`) from `[input]` to
+    /// `[output]`.
+    pub fn new<R: Rng + ?Sized>(
+        store: &mut ParamStore,
+        name: &str,
+        input: usize,
+        output: usize,
+        act: Activation,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let w = store.add_param(&format!("{name}.w"), [output, input], Init::GlorotUniform, rng)?;
+        let b = store.add_param(&format!("{name}.b"), [output], Init::Zeros, rng)?;
+        Ok(FC {
+            name: name.to_owned(),
+            w,
+            b,
+            act,
+        })
+    }
+
+    /// The weight `[output, input]` and bias `[output]`.
+    pub fn params(&self) -> (Param, Param) {
+        (self.w, self.b)
+    }
+}
+
+impl Block for FC {
+    type In = Expr;
+    type Out = Expr;
+    fn name(&self) -> Cow<'static, str> {
+        format!("FC({})", self.name).into()
+    }
+    fn check(&self, _cx: &mut Check, input: &Ty) -> Result<Ty> {
+        let (out, inp) = match self.w.shape().dims() {
+            [o, i] => (*o, *i),
+            _ => return Err(BlockError::usage("the weight is not a matrix").within(self.name())),
+        };
+        if input.shape().map(|s| s.dims().to_vec()) != Some(vec![inp]) {
+            return Err(BlockError::ty(format!("a vector [{inp}]"), input).within(self.name()));
+        }
+        Ok(Ty::tensor([out]))
+    }
+    fn eval(&self, cx: &mut Ctx<'_>, x: &Expr) -> Result<Expr> {
+        let g = &mut *cx.graph;
+        let (w, b) = (g.param(&self.w), g.param(&self.b));
+        let y = g.affine(b, &[(w, *x)]).at(|| self.name())?;
+        match self.act {
+            Activation::Identity => Ok(y),
+            Activation::Tanh => g.tanh(y),
+            Activation::Sigmoid => g.sigmoid(y),
+            Activation::Relu => g.relu(y),
+        }
+        .at(|| self.name())
+    }
+}
+
+/// Records its input under a name, per input of the batch, and yields
+/// nothing (Fold's `Metric`): losses to train on, predictions to read.
+/// See [`crate::Compiled::metric`].
+#[derive(Debug, Clone)]
+pub struct Metric {
+    name: String,
+}
+
+impl Metric {
+    /// Records under `name`.
+    pub fn new(name: &str) -> Self {
+        Metric {
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl Block for Metric {
+    type In = Expr;
+    type Out = ();
+    fn name(&self) -> Cow<'static, str> {
+        format!("Metric({})", self.name).into()
+    }
+    fn check(&self, _cx: &mut Check, input: &Ty) -> Result<Ty> {
+        match input {
+            Ty::Tensor(_) => Ok(Ty::Void),
+            other => Err(BlockError::ty("a tensor", other).within(self.name())),
+        }
+    }
+    fn eval(&self, cx: &mut Ctx<'_>, x: &Expr) -> Result<()> {
+        let instance = cx.instance;
+        cx.metrics.record(&self.name, instance, *x);
+        Ok(())
+    }
+}
+
+impl_shr!([] Embedding, [] FC, [] Metric);
