@@ -297,8 +297,7 @@ impl<I: Value, O: Value, F: GraphFn<I, O>> Block for Function<I, O, F> {
     fn check(&self, cx: &mut Check, input: &Ty) -> Result<Ty> {
         let g = &mut cx.scratch;
         g.clear();
-        let x = I::zeros(input, g, 1)
-            .map_err(|e| BlockError::data(e).within(self.name()))?;
+        let x = I::zeros(input, g, 1).map_err(|e| BlockError::data(e).within(self.name()))?;
         let y = self.f.call(g, x).at(|| self.name())?;
         y.ty_of(g).at(|| self.name())
     }

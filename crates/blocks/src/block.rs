@@ -106,7 +106,8 @@ impl Metrics {
         if let Some(v) = self.by_name.get_mut(name) {
             v.push((instance, value));
         } else {
-            self.by_name.insert(name.to_owned(), vec![(instance, value)]);
+            self.by_name
+                .insert(name.to_owned(), vec![(instance, value)]);
         }
     }
 

@@ -123,10 +123,11 @@ impl<I: ?Sized, O> Block for OneOf<I, O> {
                 return r.map_err(|e| e.within(format!("OneOf[{}]", c.name())));
             }
         }
-        Err(
-            BlockError::data(format!("no case matches the input (cases: {})", self.names()))
-                .within("OneOf"),
-        )
+        Err(BlockError::data(format!(
+            "no case matches the input (cases: {})",
+            self.names()
+        ))
+        .within("OneOf"))
     }
 }
 

@@ -136,7 +136,11 @@ where
 
     /// Builds and computes a batch; returns each input's output, read
     /// back. Metrics are readable afterwards ([`Compiled::metric`]).
-    pub fn forward<'i, It>(&mut self, store: &ParamStore, inputs: It) -> Result<Vec<<B::Out as Value>::Host>>
+    pub fn forward<'i, It>(
+        &mut self,
+        store: &ParamStore,
+        inputs: It,
+    ) -> Result<Vec<<B::Out as Value>::Host>>
     where
         It: IntoIterator<Item = &'i B::In>,
         B::In: 'i,
@@ -176,7 +180,9 @@ where
         for &t in &terms {
             let shape = g.shape(t).at(here)?;
             if shape.numel().ok() != Some(1) {
-                return Err(BlockError::ty("losses of one element", &Ty::Tensor(shape)).within("loss"));
+                return Err(
+                    BlockError::ty("losses of one element", &Ty::Tensor(shape)).within("loss")
+                );
             }
         }
         let mut total = if terms.len() == 1 {

@@ -52,7 +52,11 @@ type Gather = Box<dyn Fn(&[&Stored]) -> Option<Stored> + Send + Sync>;
 enum Reads {
     Nothing,
     Input,
-    Wires { from: Vec<usize>, tuple: bool, gather: Gather },
+    Wires {
+        from: Vec<usize>,
+        tuple: bool,
+        gather: Gather,
+    },
 }
 
 struct Slot<I> {
@@ -185,8 +189,10 @@ impl<I: 'static, O: Clone + Send + Sync + 'static> Composition<I, O> {
         if owners.iter().all(|&o| o == self.key) {
             Ok(())
         } else {
-            Err(BlockError::usage(format!("{what}: a handle of another composition"))
-                .within(self.segment()))
+            Err(
+                BlockError::usage(format!("{what}: a handle of another composition"))
+                    .within(self.segment()),
+            )
         }
     }
 
@@ -210,7 +216,11 @@ impl<I: 'static, O: Clone + Send + Sync + 'static> Composition<I, O> {
     }
 
     /// `block` reads `from`: one block's output, or a tuple of outputs.
-    pub fn reads<In, Out, S: Sources<In>>(&mut self, block: &Handle<In, Out>, from: S) -> Result<()> {
+    pub fn reads<In, Out, S: Sources<In>>(
+        &mut self,
+        block: &Handle<In, Out>,
+        from: S,
+    ) -> Result<()> {
         let mut owners = from.owners();
         owners.push(block.owner);
         self.mine(&owners, "reads")?;
@@ -273,10 +283,14 @@ impl<I: 'static, O: Clone + Send + Sync + 'static> Composition<I, O> {
                         }
                         Mark::Open => {
                             let at = stack.iter().position(|&(u, _)| u == w).unwrap_or(0);
-                            let mut cycle: Vec<String> =
-                                stack[at..].iter().map(|&(u, _)| self.slots[u].name.clone()).collect();
+                            let mut cycle: Vec<String> = stack[at..]
+                                .iter()
+                                .map(|&(u, _)| self.slots[u].name.clone())
+                                .collect();
                             cycle.push(self.slots[w].name.clone());
-                            return Err(BlockError::new(ErrorKind::Cycle(cycle)).within(self.segment()));
+                            return Err(
+                                BlockError::new(ErrorKind::Cycle(cycle)).within(self.segment())
+                            );
                         }
                         Mark::Done => {}
                     }
@@ -314,7 +328,10 @@ impl<I: 'static, O: Clone + Send + Sync + 'static> Block for Composition<I, O> {
                 }
                 Reads::Input => input.clone(),
                 Reads::Wires { from, tuple, .. } => {
-                    let from: Vec<Ty> = from.iter().map(|&u| tys[u].clone().unwrap_or(Ty::Void)).collect();
+                    let from: Vec<Ty> = from
+                        .iter()
+                        .map(|&u| tys[u].clone().unwrap_or(Ty::Void))
+                        .collect();
                     if *tuple {
                         Ty::Tuple(from)
                     } else {
@@ -328,9 +345,9 @@ impl<I: 'static, O: Clone + Send + Sync + 'static> Block for Composition<I, O> {
                 .map_err(|e| e.within(self.slot_segment(v)))?;
             tys[v] = Some(ty);
         }
-        tys[out]
-            .clone()
-            .ok_or_else(|| BlockError::usage("the output block was not checked").within(self.segment()))
+        tys[out].clone().ok_or_else(|| {
+            BlockError::usage("the output block was not checked").within(self.segment())
+        })
     }
     fn eval(&self, cx: &mut Ctx<'_>, x: &I) -> Result<O> {
         let out = self
@@ -346,7 +363,8 @@ impl<I: 'static, O: Clone + Send + Sync + 'static> Block for Composition<I, O> {
                 }
                 Reads::Input => slot.node.eval_input(cx, x).map_err(at)?,
                 Reads::Wires { from, gather, .. } => {
-                    let args: Option<Vec<&Stored>> = from.iter().map(|&u| values[u].as_ref()).collect();
+                    let args: Option<Vec<&Stored>> =
+                        from.iter().map(|&u| values[u].as_ref()).collect();
                     let input = args
                         .and_then(|a| gather(&a))
                         .ok_or_else(|| at(BlockError::usage("a wire carries another type")))?;

@@ -25,11 +25,7 @@ pub enum ErrorKind {
     /// initial state and its function's result, a declaration and its
     /// definition).
     #[error("{what}: {left} vs {right}")]
-    Mismatch {
-        what: String,
-        left: Ty,
-        right: Ty,
-    },
+    Mismatch { what: String, left: Ty, right: Ty },
     /// Building a node failed (a shape an op rejects, an index out of
     /// range).
     #[error(transparent)]

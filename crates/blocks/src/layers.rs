@@ -101,7 +101,12 @@ impl FC {
         act: Activation,
         rng: &mut R,
     ) -> Result<Self> {
-        let w = store.add_param(&format!("{name}.w"), [output, input], Init::GlorotUniform, rng)?;
+        let w = store.add_param(
+            &format!("{name}.w"),
+            [output, input],
+            Init::GlorotUniform,
+            rng,
+        )?;
         let b = store.add_param(&format!("{name}.b"), [output], Init::Zeros, rng)?;
         Ok(FC {
             name: name.to_owned(),

@@ -43,7 +43,6 @@ struct Declaration<I: ?Sized, O> {
 /// decl.resolve(tree)?;
 /// # Ok::<(), BlockError>(())
 /// ```
-/// ```
 ///
 /// References hold the declaration, and its definition holds references:
 /// the blocks of a recursive model stay alive as long as the model (a

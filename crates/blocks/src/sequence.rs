@@ -71,8 +71,12 @@ pub struct Fold<F, I> {
 }
 
 impl<F, I> Fold<F, I> {
-    /// The chain of `f` from `init`.
-    pub fn new(f: F, init: I) -> Self {
+    /// The chain of `f` from `init`; their state types must agree.
+    pub fn new<S, X>(f: F, init: I) -> Self
+    where
+        F: Block<In = (S, X), Out = S>,
+        I: Block<In = (), Out = S>,
+    {
         Fold { f, init }
     }
 }
@@ -110,10 +114,7 @@ where
         Ok(s0)
     }
     fn eval(&self, cx: &mut Ctx<'_>, xs: &Vec<X>) -> Result<S> {
-        let mut s = self
-            .init
-            .eval(cx, &())
-            .map_err(|e| e.within("Fold.init"))?;
+        let mut s = self.init.eval(cx, &()).map_err(|e| e.within("Fold.init"))?;
         for (i, x) in xs.iter().enumerate() {
             s = self
                 .f
@@ -134,8 +135,11 @@ pub struct Reduce<F> {
 }
 
 impl<F> Reduce<F> {
-    /// The balanced reduction by `f`.
-    pub fn new(f: F) -> Self {
+    /// The balanced reduction by `f`, which combines two items into one.
+    pub fn new<X>(f: F) -> Self
+    where
+        F: Block<In = (X, X), Out = X>,
+    {
         Reduce { f }
     }
 }
@@ -339,8 +343,20 @@ macro_rules! pooling {
     };
 }
 
-pooling!(Sum, Pool::Sum, "The elementwise sum of a sequence of tensors.");
-pooling!(Mean, Pool::Mean, "The elementwise mean of a sequence of tensors.");
-pooling!(Max, Pool::Max, "The elementwise maximum of a sequence of tensors.");
+pooling!(
+    Sum,
+    Pool::Sum,
+    "The elementwise sum of a sequence of tensors."
+);
+pooling!(
+    Mean,
+    Pool::Mean,
+    "The elementwise mean of a sequence of tensors."
+);
+pooling!(
+    Max,
+    Pool::Max,
+    "The elementwise maximum of a sequence of tensors."
+);
 
 impl_shr!([B,] Map<B>, [F, I,] Fold<F, I>, [F,] Reduce<F>, [F, A, B,] ZipWith<F, A, B>);

@@ -177,7 +177,9 @@ impl<T: Value> Value for Repeat<T> {
     fn zeros(ty: &Ty, g: &mut Graph, seq_len: usize) -> Result<Self, String> {
         match ty {
             Ty::Repeat(item) => T::zeros(item, g, seq_len).map(Repeat),
-            other => Err(format!("a repeated value is expected here, the type is {other}")),
+            other => Err(format!(
+                "a repeated value is expected here, the type is {other}"
+            )),
         }
     }
     fn ty_of(&self, g: &Graph) -> Result<Ty, GraphError> {

@@ -20,7 +20,11 @@ fn sequences(mixed: bool) -> Vec<Vec<Vec<f32>>> {
         .map(|k| {
             let len = if mixed { k % 5 } else { 3 };
             (0..len)
-                .map(|t| (0..3).map(|j| ((k * 7 + t * 3 + j) as f32 * 0.37).sin()).collect())
+                .map(|t| {
+                    (0..3)
+                        .map(|j| ((k * 7 + t * 3 + j) as f32 * 0.37).sin())
+                        .collect()
+                })
                 .collect()
         })
         .collect()
@@ -46,7 +50,10 @@ fn map_fc_sum_equals_the_direct_model() {
                 hs.push(g.tanh(y).unwrap());
             }
             let s = if hs.is_empty() {
-                g.input(HostTensor::zeros([4], sheaf_tensor::DType::F32, sheaf_tensor::Device::Cpu).unwrap())
+                g.input(
+                    HostTensor::zeros([4], sheaf_tensor::DType::F32, sheaf_tensor::Device::Cpu)
+                        .unwrap(),
+                )
             } else {
                 g.sum(&hs).unwrap()
             };
@@ -59,13 +66,21 @@ fn map_fc_sum_equals_the_direct_model() {
             assert_eq!(c.output_type(), &Ty::tensor([4]));
             let out = c.forward(&store, &data).unwrap();
             for (i, (o, d)) in out.iter().zip(&direct).enumerate() {
-                assert_close(&vals(o), &vals(g.value(*d).unwrap()), &format!("{s:?} mixed={mixed} #{i}"));
+                assert_close(
+                    &vals(o),
+                    &vals(g.value(*d).unwrap()),
+                    &format!("{s:?} mixed={mixed} #{i}"),
+                );
             }
         }
         // One input alone gives what it gives in the batch.
         let mut c = Compiled::new(model.clone()).unwrap();
         let alone = c.forward(&store, &data[2..3]).unwrap();
-        assert_close(&vals(&alone[0]), &vals(g.value(direct[2]).unwrap()), "alone");
+        assert_close(
+            &vals(&alone[0]),
+            &vals(g.value(direct[2]).unwrap()),
+            "alone",
+        );
     }
 }
 
@@ -75,9 +90,23 @@ fn map_fc_sum_equals_the_direct_model() {
 fn fold_rnn_gradients_equal_the_direct_model() {
     let mut store = ParamStore::new();
     let mut r = rng(2);
-    let wp = store.add_param("w", [4, 4], Init::GlorotUniform, &mut r).unwrap();
-    let up = store.add_param("u", [4, 3], Init::GlorotUniform, &mut r).unwrap();
-    let bp = store.add_param("b", [4], Init::Uniform { low: -0.1, high: 0.1 }, &mut r).unwrap();
+    let wp = store
+        .add_param("w", [4, 4], Init::GlorotUniform, &mut r)
+        .unwrap();
+    let up = store
+        .add_param("u", [4, 3], Init::GlorotUniform, &mut r)
+        .unwrap();
+    let bp = store
+        .add_param(
+            "b",
+            [4],
+            Init::Uniform {
+                low: -0.1,
+                high: 0.1,
+            },
+            &mut r,
+        )
+        .unwrap();
     let params = [wp, up, bp];
     let cell = Function::new("cell", move |g: &mut Graph, (s, x): (Expr, Expr)| {
         let (w, u, b) = (g.param(&wp), g.param(&up), g.param(&bp));
@@ -92,7 +121,9 @@ fn fold_rnn_gradients_equal_the_direct_model() {
     let mut g = Graph::new();
     let mut losses = Vec::new();
     for seq in &data {
-        let mut s = g.input(HostTensor::zeros([4], sheaf_tensor::DType::F32, sheaf_tensor::Device::Cpu).unwrap());
+        let mut s = g.input(
+            HostTensor::zeros([4], sheaf_tensor::DType::F32, sheaf_tensor::Device::Cpu).unwrap(),
+        );
         for x in seq {
             let x = g.input(vector(x));
             let (w, u, b) = (g.param(&wp), g.param(&up), g.param(&bp));
@@ -139,14 +170,19 @@ fn reduce_is_balanced_and_sums() {
     }
     let mut c = Compiled::new(model).unwrap();
     let err = c.forward(&store, [&Vec::<f32>::new()]).unwrap_err();
-    assert_eq!(err.to_string(), "input 0 > Reduce: cannot reduce an empty sequence");
+    assert_eq!(
+        err.to_string(),
+        "input 0 > Reduce: cannot reduce an empty sequence"
+    );
 }
 
 #[test]
 fn zip_with_broadcast_stops_at_the_finite_side() {
     let mul = Function::new("mul", |g: &mut Graph, (a, b): (Expr, Expr)| g.cmult(a, b));
-    let model = AllOf::new((Map::new(Scalar), InputTransform::new("first", |v: &Vec<f32>| v[0]) >> Scalar >> Broadcast::new()))
-        >> ZipWith::new(mul)
+    let model = AllOf::new((
+        Map::new(Scalar),
+        InputTransform::new("first", |v: &Vec<f32>| v[0]) >> Scalar >> Broadcast::new(),
+    )) >> ZipWith::new(mul)
         >> Sum::new();
     let store = ParamStore::new();
     let mut c = Compiled::new(model).unwrap();
@@ -165,7 +201,9 @@ fn zip_with_two_sequences_stops_at_the_shorter() {
     )) >> ZipWith::new(sub);
     let store = ParamStore::new();
     let mut c = Compiled::new(model).unwrap();
-    let out = c.forward(&store, [&(vec![5.0f32, 6.0, 7.0], vec![1.0f32, 1.0])]).unwrap();
+    let out = c
+        .forward(&store, [&(vec![5.0f32, 6.0, 7.0], vec![1.0f32, 1.0])])
+        .unwrap();
     let got: Vec<Vec<f32>> = out[0].iter().map(vals).collect();
     assert_eq!(got, vec![vec![4.0], vec![5.0]]);
 }
@@ -178,15 +216,36 @@ struct Word {
 #[test]
 fn record_optional_embedding_concat() {
     let mut store = ParamStore::new();
-    let emb = Embedding::new(&mut store, "emb", 5, 2, Init::Uniform { low: -1.0, high: 1.0 }, &mut rng(3)).unwrap();
+    let emb = Embedding::new(
+        &mut store,
+        "emb",
+        5,
+        2,
+        Init::Uniform {
+            low: -1.0,
+            high: 1.0,
+        },
+        &mut rng(3),
+    )
+    .unwrap();
     let table = vals(store.value(&emb.table()).unwrap());
     let model = Record::new((
         field("id", |w: &Word| &w.id, Optional::new(emb)),
-        field("len", |w: &Word| &w.text, InputTransform::new("len", |s: &String| s.len() as f32) >> Scalar),
+        field(
+            "len",
+            |w: &Word| &w.text,
+            InputTransform::new("len", |s: &String| s.len() as f32) >> Scalar,
+        ),
     )) >> Concat::new();
     let words = [
-        Word { text: "abc".into(), id: Some(4) },
-        Word { text: "hello".into(), id: None },
+        Word {
+            text: "abc".into(),
+            id: Some(4),
+        },
+        Word {
+            text: "hello".into(),
+            id: None,
+        },
     ];
     for s in STRATEGIES {
         let mut c = Compiled::new(model.clone()).unwrap().with_strategy(s);
@@ -221,8 +280,22 @@ fn tree_model() -> Reference<Tree, Expr> {
         field("right", |p: &Pair| &p.right, decl.reference()),
     )) >> combine;
     let tree = OneOf::new()
-        .case("leaf", |t: &Tree| match t { Tree::Leaf(x) => Some(x), _ => None }, Scalar)
-        .case("node", |t: &Tree| match t { Tree::Node(p) => Some(&**p), _ => None }, node);
+        .case(
+            "leaf",
+            |t: &Tree| match t {
+                Tree::Leaf(x) => Some(x),
+                _ => None,
+            },
+            Scalar,
+        )
+        .case(
+            "node",
+            |t: &Tree| match t {
+                Tree::Node(p) => Some(&**p),
+                _ => None,
+            },
+            node,
+        );
     decl.resolve(tree).unwrap();
     decl.reference()
 }
@@ -235,7 +308,9 @@ fn eval_tree(t: &Tree) -> f32 {
 }
 
 fn random_tree(seed: &mut u64, depth: u32) -> Tree {
-    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     if depth == 0 || (*seed >> 33) % 3 == 0 {
         Tree::Leaf(((*seed >> 40) % 100) as f32 / 10.0)
     } else {
@@ -264,7 +339,10 @@ fn forward_declaration_recurses_over_trees() {
     c.forward(&store, &trees).unwrap();
     let (batches, nodes) = c.stats().per_op["add"];
     assert!(batches <= 6, "{batches} add batches for {nodes} nodes");
-    assert!(nodes > 3 * batches, "{batches} add batches for {nodes} nodes");
+    assert!(
+        nodes > 3 * batches,
+        "{batches} add batches for {nodes} nodes"
+    );
 }
 
 #[test]
@@ -273,10 +351,15 @@ fn deep_recursion_grows_the_stack() {
     // stack segments instead of overflowing the test thread's stack.
     let mut t = Tree::Leaf(1.0);
     for _ in 0..50_000 {
-        t = Tree::Node(Box::new(Pair { left: t, right: Tree::Leaf(1.0) }));
+        t = Tree::Node(Box::new(Pair {
+            left: t,
+            right: Tree::Leaf(1.0),
+        }));
     }
     let store = ParamStore::new();
-    let mut c = Compiled::new(tree_model()).unwrap().with_strategy(sheaf_sched::Strategy::Agenda);
+    let mut c = Compiled::new(tree_model())
+        .unwrap()
+        .with_strategy(sheaf_sched::Strategy::Agenda);
     let out = c.forward(&store, [&t]).unwrap();
     assert_close(&vals(&out[0]), &[1.0], "deep");
     // Trees drop recursively too; take it apart iteratively.
@@ -294,8 +377,14 @@ fn deep_recursion_grows_the_stack() {
 fn composition_wires_a_dag() {
     let mut c = Composition::<f32, Expr>::new("triple");
     let x = c.add("x", Scalar);
-    let twice = c.add("twice", Function::new("2x", |g: &mut Graph, x: Expr| g.scale(x, 2.0)));
-    let sum = c.add("sum", Function::new("add", |g: &mut Graph, (a, b): (Expr, Expr)| g.add(a, b)));
+    let twice = c.add(
+        "twice",
+        Function::new("2x", |g: &mut Graph, x: Expr| g.scale(x, 2.0)),
+    );
+    let sum = c.add(
+        "sum",
+        Function::new("add", |g: &mut Graph, (a, b): (Expr, Expr)| g.add(a, b)),
+    );
     c.reads_input(&x).unwrap();
     c.reads(&twice, &x).unwrap();
     c.reads(&sum, (&x, &twice)).unwrap();
@@ -312,14 +401,18 @@ fn metrics_are_recorded_per_input_and_train() {
     let mut store = ParamStore::new();
     let p = store.add("p", vector(&[0.5])).unwrap();
     let model = AllOf::new((
-        Scalar >> Function::new("loss", move |g: &mut Graph, x: Expr| {
-            let w = g.param(&p);
-            g.squared_distance(x, w)
-        }) >> Metric::new("loss"),
+        Scalar
+            >> Function::new("loss", move |g: &mut Graph, x: Expr| {
+                let w = g.param(&p);
+                g.squared_distance(x, w)
+            })
+            >> Metric::new("loss"),
         Scalar >> Metric::new("target"),
     ));
     let mut c = Compiled::new(model).unwrap();
-    let l = c.backward(&store, &[1.0f32, 2.0], &Loss::metric("loss")).unwrap();
+    let l = c
+        .backward(&store, &[1.0f32, 2.0], &Loss::metric("loss"))
+        .unwrap();
     assert_close(&[l], &[0.25 + 2.25], "loss");
     // d/dp sum (x - p)^2 = -2 sum (x - p) = -2 * 2.0
     assert_close(&vals(&store.grad(&p).unwrap()), &[-4.0], "grad");
@@ -327,8 +420,13 @@ fn metrics_are_recorded_per_input_and_train() {
     let t = c.metric("target").unwrap();
     assert_eq!(t.len(), 2);
     assert_eq!((t[1].0, vals(&t[1].1)), (1, vec![2.0]));
-    let err = c.backward(&store, &[1.0f32], &Loss::metric("nope")).unwrap_err();
-    assert_eq!(err.to_string(), "loss: no metric `nope` was recorded in the batch");
+    let err = c
+        .backward(&store, &[1.0f32], &Loss::metric("nope"))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "loss: no metric `nope` was recorded in the batch"
+    );
 }
 
 #[test]
@@ -347,5 +445,8 @@ fn a_block_used_twice_shares_its_parameters() {
 fn model_params(store: &ParamStore) -> (f32, f32) {
     let w = store.get("fc.w").unwrap();
     let b = store.get("fc.b").unwrap();
-    (vals(store.value(&w).unwrap())[0], vals(store.value(&b).unwrap())[0])
+    (
+        vals(store.value(&w).unwrap())[0],
+        vals(store.value(&b).unwrap())[0],
+    )
 }
