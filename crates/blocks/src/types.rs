@@ -84,7 +84,8 @@ impl fmt::Display for Ty {
 
 /// A value that lives in the graph: what blocks other than host-input ones
 /// read and yield. Implemented for [`Expr`] (a tensor), `()` (void),
-/// `Vec<T>` (a sequence), [`Repeat<T>`] and tuples of up to six values.
+/// `Vec<T>` (a sequence), [`Repeat<T>`], tuples of up to six values, and
+/// `u32` (host data that ops read per input: labels, ids).
 pub trait Value: Clone + Send + Sync + 'static {
     /// What reading the value back after a forward gives.
     type Host;
@@ -139,6 +140,28 @@ impl Value for () {
     fn nodes(&self, _out: &mut Vec<Expr>) {}
     fn read(&self, _g: &Graph) -> Result<(), GraphError> {
         Ok(())
+    }
+}
+
+/// A host integer carried next to graph values (a class label, a word
+/// id), for ops that take per-input data such as
+/// `Graph::pick_neg_log_softmax`. Its placeholder is 0.
+impl Value for u32 {
+    type Host = u32;
+    fn zeros(ty: &Ty, _g: &mut Graph, _seq_len: usize) -> Result<Self, String> {
+        match ty {
+            Ty::Host => Ok(0),
+            other => Err(format!(
+                "a host integer is expected here, the type is {other}"
+            )),
+        }
+    }
+    fn ty_of(&self, _g: &Graph) -> Result<Ty, GraphError> {
+        Ok(Ty::Host)
+    }
+    fn nodes(&self, _out: &mut Vec<Expr>) {}
+    fn read(&self, _g: &Graph) -> Result<u32, GraphError> {
+        Ok(*self)
     }
 }
 

@@ -10,3 +10,4 @@ pub mod plot;
 pub mod sst;
 pub mod state;
 pub mod train;
+pub mod tree_lstm_blocks;
