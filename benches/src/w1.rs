@@ -4,9 +4,11 @@
 //! dropout; softmax cross-entropy at every node summed over the tree, 64
 //! trees per update with their losses summed, plain SGD lr 0.05.
 
-use sheaf_autodiff::{Graph, Optimizer, ParamStore, Sequential, Sgd};
+use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore, Sequential, Sgd};
+use sheaf_blocks::{Compiled, Loss, Reference};
 use sheaf_examples::model::{ModelConfig, TreeLstm};
 use sheaf_examples::sst::{Node, Tree, CLASSES};
+use sheaf_examples::tree_lstm_blocks::Phrase;
 use sheaf_sched::{Executor, Strategy};
 
 /// Embedding size.
@@ -98,4 +100,22 @@ pub fn strategies() -> [(&'static str, Option<Strategy>); 3] {
         ("depth", Some(Strategy::Depth)),
         ("agenda", Some(Strategy::Agenda)),
     ]
+}
+
+/// The W1 model written with blocks, compiled for training.
+pub type BlocksModel = Compiled<Reference<Phrase, (Expr, Expr)>>;
+
+/// One training step of the blocks-written model (the same graph as
+/// [`train_step`]'s, built through the blocks): forward, backward, update.
+pub fn train_step_blocks(
+    compiled: &mut BlocksModel,
+    store: &mut ParamStore,
+    opt: &mut Optimizer,
+    phrases: &[Phrase],
+) -> Result<f32, String> {
+    let loss = compiled
+        .backward(store, phrases, &Loss::metric("loss"))
+        .map_err(|e| e.to_string())?;
+    opt.step(store).map_err(|e| e.to_string())?;
+    Ok(loss)
 }

@@ -10,9 +10,10 @@ use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
-use sheaf_benches::w1::{model, optimizer, strategies, train_flops, train_step};
-use sheaf_examples::sst::{read_trees, Vocab};
-use sheaf_sched::Executor;
+use sheaf_benches::w1::{model, optimizer, strategies, train_flops, train_step, train_step_blocks};
+use sheaf_examples::sst::{read_trees, Tree, Vocab};
+use sheaf_examples::tree_lstm_blocks::{compile_training, Phrase};
+use sheaf_sched::{Executor, Strategy};
 
 #[derive(Parser, Debug)]
 #[command(about = "W1: Tree-LSTM training on SST, trees/s per strategy")]
@@ -30,6 +31,11 @@ struct Args {
     /// per op, gathered bytes, arena memory, planning vs. kernel time).
     #[arg(long)]
     stats: bool,
+    /// Instead of the table: the model written with blocks against the
+    /// hand-written one, depth and agenda, alternating runs (median of 3
+    /// each), as the ratio of their throughputs.
+    #[arg(long)]
+    blocks: bool,
 }
 
 const BATCH: usize = 64;
@@ -60,6 +66,26 @@ fn main() {
     } else {
         Budget::full()
     };
+    if args.blocks {
+        let phrases: Vec<Phrase> = trees
+            .iter()
+            .zip(&ids)
+            .take(128 + timed)
+            .map(|(t, i)| Phrase::from_tree(t, i))
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| {
+                eprintln!("{e}");
+                std::process::exit(1)
+            });
+        let data = Data {
+            vocab: vocab.len(),
+            trees: &trees[..128 + timed],
+            ids: &ids[..128 + timed],
+            phrases: &phrases,
+        };
+        blocks_vs_hand(&data, &args.threads, timed);
+        return;
+    }
     let mut report = Report::new();
     println!(
         "{:>11} {:>8} {:>10} {:>9} {:>8} {:>8}",
@@ -140,4 +166,91 @@ fn main() {
         report.records().len(),
         path.display()
     );
+}
+
+/// The first 128 trees warm up, the rest are timed.
+struct Data<'a> {
+    vocab: usize,
+    trees: &'a [Tree],
+    ids: &'a [Vec<u32>],
+    phrases: &'a [Phrase],
+}
+
+/// Seconds to train on the timed trees, hand-written model.
+fn time_hand(d: &Data, strategy: Strategy) -> Result<f64, String> {
+    let mut store = ParamStore::new();
+    let model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
+    let (mut opt, mut g, mut exec) = (optimizer(), Graph::new(), Executor::new(strategy));
+    let mut start = Instant::now();
+    for (k, (chunk, ids)) in d.trees.chunks(BATCH).zip(d.ids.chunks(BATCH)).enumerate() {
+        if k * BATCH == 128 {
+            start = Instant::now();
+        }
+        train_step(
+            &model,
+            &mut store,
+            &mut opt,
+            &mut g,
+            Some(&mut exec),
+            chunk,
+            ids,
+        )?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Seconds to train on the timed trees, the model written with blocks.
+fn time_blocks(d: &Data, strategy: Strategy) -> Result<f64, String> {
+    let mut store = ParamStore::new();
+    let model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
+    let mut c = compile_training(&model)
+        .map_err(|e| e.to_string())?
+        .with_strategy(strategy);
+    let mut opt = optimizer();
+    let mut start = Instant::now();
+    for (k, chunk) in d.phrases.chunks(BATCH).enumerate() {
+        if k * BATCH == 128 {
+            start = Instant::now();
+        }
+        train_step_blocks(&mut c, &mut store, &mut opt, chunk)?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn blocks_vs_hand(d: &Data, threads: &[usize], timed: usize) {
+    println!(
+        "{:>8} {:>8} {:>14} {:>14} {:>8}",
+        "impl", "threads", "hand trees/s", "blocks trees/s", "ratio"
+    );
+    for &t in threads {
+        for strategy in [Strategy::Depth, Strategy::Agenda] {
+            let (mut hand, mut blocks) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                let r = with_threads(t, || -> Result<(f64, f64), String> {
+                    Ok((time_hand(d, strategy)?, time_blocks(d, strategy)?))
+                });
+                match r {
+                    Ok((h, b)) => {
+                        hand.push(timed as f64 / h);
+                        blocks.push(timed as f64 / b);
+                    }
+                    Err(e) => {
+                        eprintln!("{}: {e}", strategy.name());
+                        std::process::exit(1)
+                    }
+                }
+            }
+            let (h, b) = (median(hand), median(blocks));
+            println!(
+                "{:>8} {t:>8} {h:>14.1} {b:>14.1} {:>8.3}",
+                strategy.name(),
+                b / h
+            );
+        }
+    }
 }

@@ -490,6 +490,18 @@ impl Graph {
     pub fn value_of(&self, node: NodeId) -> Option<&Tensor> {
         self.values.get(node.index()).and_then(|v| v.as_ref())
     }
+    /// Drops the graph's references to parameter values, keeping every
+    /// other value and gradient readable. Parameters share storage with the
+    /// store, so while a graph holds them an optimizer step copies each
+    /// one it writes (copy on write); call this before the step when the
+    /// graph is kept.
+    pub fn release_params(&mut self) {
+        for (node, value) in self.nodes.iter().zip(self.values.iter_mut()) {
+            if matches!(node.kind, NodeKind::Param(_)) {
+                *value = None;
+            }
+        }
+    }
     /// Stores a node's auxiliary buffer (per-instance shape).
     pub fn set_aux(&mut self, node: NodeId, aux: Tensor) {
         if let Some(v) = self.aux.get_mut(node.index()) {

@@ -155,7 +155,9 @@ where
 
     /// Builds a batch, computes its loss and backpropagates it: parameter
     /// gradients are added to `store`'s accumulators (an optimizer step
-    /// applies and clears them). Returns the loss.
+    /// applies and clears them). Returns the loss. Afterwards outputs and
+    /// metrics stay readable, parameter values are released from the
+    /// graph (so the optimizer updates them in place).
     pub fn backward<'i, It>(&mut self, store: &ParamStore, inputs: It, loss: &Loss) -> Result<f32>
     where
         It: IntoIterator<Item = &'i B::In>,
@@ -201,6 +203,9 @@ where
                 source: Box::new(e),
             })
         })?;
+        // The optimizer step that usually follows writes the parameters in
+        // place only if nothing else holds them.
+        g.release_params();
         Ok(v.first().copied().unwrap_or(f32::NAN))
     }
 
