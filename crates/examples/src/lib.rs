@@ -9,5 +9,6 @@ pub mod model;
 pub mod plot;
 pub mod sst;
 pub mod state;
+pub mod text2vec;
 pub mod train;
 pub mod tree_lstm_blocks;
