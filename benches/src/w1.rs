@@ -4,11 +4,11 @@
 //! dropout; softmax cross-entropy at every node summed over the tree, 64
 //! trees per update with their losses summed, plain SGD lr 0.05.
 
-use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore, Sequential, Sgd};
-use sheaf_blocks::{Compiled, Loss, Reference};
+use sheaf_autodiff::{Graph, Optimizer, ParamStore, Sequential, Sgd};
+use sheaf_blocks::Loss;
 use sheaf_examples::model::{ModelConfig, TreeLstm};
 use sheaf_examples::sst::{Node, Tree, CLASSES};
-use sheaf_examples::tree_lstm_blocks::Phrase;
+use sheaf_examples::tree_lstm_blocks::{Phrase, TrainingModel};
 use sheaf_sched::{Executor, Strategy};
 
 /// Embedding size.
@@ -103,7 +103,7 @@ pub fn strategies() -> [(&'static str, Option<Strategy>); 3] {
 }
 
 /// The W1 model written with blocks, compiled for training.
-pub type BlocksModel = Compiled<Reference<Phrase, (Expr, Expr)>>;
+pub type BlocksModel = TrainingModel;
 
 /// One training step of the blocks-written model (the same graph as
 /// [`train_step`]'s, built through the blocks): forward, backward, update.

@@ -311,7 +311,7 @@ fn random_tree(seed: &mut u64, depth: u32) -> Tree {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
-    if depth == 0 || (*seed >> 33) % 3 == 0 {
+    if depth == 0 || (*seed >> 33).is_multiple_of(3) {
         Tree::Leaf(((*seed >> 40) % 100) as f32 / 10.0)
     } else {
         Tree::Node(Box::new(Pair {

@@ -203,10 +203,12 @@ pub fn root_logits(
         >> Metric::new("logits"))
 }
 
+/// The compiled training model: the root's `(state, h)` per phrase, every
+/// phrase's loss under the metric `"loss"`.
+pub type TrainingModel = Compiled<Reference<Phrase, (Expr, Expr)>>;
+
 /// A compiled training model (every phrase's loss under `"loss"`).
-pub fn compile_training(
-    model: &TreeLstm,
-) -> Result<Compiled<Reference<Phrase, (Expr, Expr)>>, BlockError> {
+pub fn compile_training(model: &TreeLstm) -> Result<TrainingModel, BlockError> {
     Compiled::new(blocks(model, true)?)
 }
 

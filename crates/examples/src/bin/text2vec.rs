@@ -166,7 +166,7 @@ fn run(a: Args) -> Result<(), String> {
             let snapshot = model
                 .params()
                 .iter()
-                .map(|p| store.value(p).map(|t| t.clone()).map_err(|e| e.to_string()))
+                .map(|p| store.value(p).cloned().map_err(|e| e.to_string()))
                 .collect::<Result<Vec<_>, _>>()?;
             best = (fine, epoch, snapshot);
         }
