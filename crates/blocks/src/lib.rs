@@ -13,6 +13,48 @@
 //! with one that expects a tensor does not compile. Shapes are checked
 //! once when the model is compiled, with errors naming the block path
 //! (`Record.left > Map > Function(fc)`).
+//!
+//! # Example
+//!
+//! A bag-of-words regressor: each input is a list of word ids; the model
+//! embeds them, averages the vectors, and scores the average. One call runs
+//! a whole batch of lists of different lengths as one graph, every
+//! `lookup` of the batch in one kernel call.
+//!
+//! ```
+//! use sheaf_autodiff::{Expr, Graph, Init, Optimizer, ParamStore, Sgd};
+//! use sheaf_blocks::*;
+//! # use rand::SeedableRng;
+//! # let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+//!
+//! struct Example { words: Vec<u32>, target: f32 }
+//!
+//! let mut store = ParamStore::new();
+//! let embed = Embedding::new(&mut store, "emb", 100, 8, Init::Uniform { low: -0.1, high: 0.1 }, &mut rng)?;
+//! let score = FC::new(&mut store, "score", 8, 1, Activation::Identity, &mut rng)?;
+//! let loss = Function::new("loss", |g: &mut Graph, (y, t): (Expr, Expr)| g.squared_distance(y, t));
+//! let model = Record::new((
+//!     field("words", |e: &Example| &e.words, Map::new(embed) >> Mean::new() >> score),
+//!     field("target", |e: &Example| &e.target, Scalar),
+//! )) >> loss;
+//!
+//! // Types were checked by rustc; shapes are checked here, once.
+//! let mut compiled = Compiled::new(model)?;
+//! let batch = [
+//!     Example { words: vec![1, 2, 3], target: 1.0 },
+//!     Example { words: vec![4], target: -1.0 },
+//! ];
+//! let mut opt = Optimizer::sgd(Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0 });
+//! let first = compiled.backward(&store, &batch, &Loss::outputs().mean())?;
+//! opt.step(&mut store)?;
+//! for _ in 0..50 {
+//!     compiled.backward(&store, &batch, &Loss::outputs().mean())?;
+//!     opt.step(&mut store)?;
+//! }
+//! let last = compiled.backward(&store, &batch, &Loss::outputs().mean())?;
+//! assert!(last < first);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
