@@ -333,7 +333,7 @@ macro_rules! pooling {
                 match $pool {
                     Pool::Sum => g.sum(xs),
                     Pool::Mean => g.mean(xs),
-                    Pool::Max => Err(sheaf_autodiff::GraphError::Params("MERGE-MAX".into())),
+                    Pool::Max => g.max(xs),
                 }
                 .at(|| here.into())
             }

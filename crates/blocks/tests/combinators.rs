@@ -450,3 +450,30 @@ fn model_params(store: &ParamStore) -> (f32, f32) {
         vals(store.value(&b).unwrap())[0],
     )
 }
+
+#[test]
+fn sum_mean_max_pool_sequences_and_give_zeros_when_empty() {
+    let store = ParamStore::new();
+    let data: Vec<Vec<Vec<f32>>> = vec![
+        vec![vec![1.0, -2.0], vec![3.0, -1.0], vec![0.5, 4.0]],
+        vec![],
+    ];
+    let want = [
+        ([4.5f32, 1.0], [1.5f32, 1.0 / 3.0], [3.0f32, 4.0]),
+        ([0.0, 0.0], [0.0, 0.0], [0.0, 0.0]),
+    ];
+    let items = || Map::new(Tensor::new([2]));
+    let mut sum = Compiled::new(items() >> Sum::new()).unwrap();
+    let mut mean = Compiled::new(items() >> Mean::new()).unwrap();
+    let mut max = Compiled::new(items() >> Max::new()).unwrap();
+    let (s, m, x) = (
+        sum.forward(&store, &data).unwrap(),
+        mean.forward(&store, &data).unwrap(),
+        max.forward(&store, &data).unwrap(),
+    );
+    for (i, (ws, wm, wx)) in want.iter().enumerate() {
+        assert_close(&vals(&s[i]), ws, "sum");
+        assert_close(&vals(&m[i]), wm, "mean");
+        assert_close(&vals(&x[i]), wx, "max");
+    }
+}

@@ -108,6 +108,16 @@ fn cases() -> Vec<Case> {
         case!("mean_elems", &[V4], false, |g, _, a, _| g
             .mean_elems(a[0])
             .unwrap()),
+        case!("maximum", &[V4, V4], false, |g, _, a, _| g
+            .maximum(a[0], a[1])
+            .unwrap()),
+        case!("max", &[V4, V4, V4], false, |g, _, a, _| g.max(a).unwrap()),
+        case!("broadcast", &[&[1]], false, |g, _, a, _| g
+            .broadcast(a[0], 4)
+            .unwrap()),
+        case!("scale_by", &[V4, &[1]], false, |g, _, a, _| g
+            .scale_by(a[0], a[1])
+            .unwrap()),
         case!("dot", &[V4, V4], false, |g, _, a, _| g
             .dot(a[0], a[1])
             .unwrap()),
@@ -199,7 +209,7 @@ fn instances(g: &mut Graph, case: &Case, shared: &Shared, args: &[Vec<Param>]) -
 #[test]
 fn every_op_runs_five_instances_in_fewer_calls_than_nodes() {
     let cases = cases();
-    assert_eq!(cases.len(), 34, "every op but the two leaves");
+    assert_eq!(cases.len(), 38, "every op but the two leaves");
     for case in &cases {
         let (mut store, shared, args) = setup(case);
         for st in [Strategy::Depth, Strategy::Agenda] {

@@ -25,7 +25,7 @@ use proptest::prelude::*;
 use sheaf_autodiff::{Expr, Graph, Param, ParamStore};
 use sheaf_sched::{Executor, Strategy};
 
-const OPS: usize = 36;
+const OPS: usize = 40;
 const DIMS: [usize; 3] = [2, 3, 4];
 const VOCAB: usize = 6;
 
@@ -391,6 +391,33 @@ impl Instance<'_> {
                 let s = self.state();
                 let h = g.cell_h(s).unwrap();
                 self.pool.push(h);
+            }
+            // maximum of two values
+            36 => {
+                let x = self.arg();
+                let y = self.arg2(x);
+                let r = g.maximum(x, y).unwrap();
+                self.pool.push(r);
+            }
+            // max over a list of three
+            37 => {
+                let (x, y, z) = (self.arg(), self.arg(), self.arg());
+                let r = g.max(&[x, y, z]).unwrap();
+                self.pool.push(r);
+            }
+            // broadcast a scalar (a dot product) back to a vector
+            38 => {
+                let (x, y) = (self.arg(), self.arg());
+                let s = g.dot(x, y).unwrap();
+                let r = g.broadcast(s, d).unwrap();
+                self.squash(g, r);
+            }
+            // scale a vector by a per-instance scalar
+            39 => {
+                let (x, y) = (self.arg(), self.arg());
+                let s = g.sum_elems(y).unwrap();
+                let r = g.scale_by(x, s).unwrap();
+                self.squash(g, r);
             }
             _ => unreachable!("op {op}"),
         }

@@ -1,6 +1,7 @@
 //! The built-in ops, one family per file. Each file holds the op structs,
 //! their [`crate::Op`] impls and the user-facing `Graph` methods.
 
+mod broadcast;
 pub(crate) mod builtin;
 mod cells;
 mod concat;
@@ -9,6 +10,7 @@ mod elementwise;
 mod index;
 mod leaf;
 mod matmul;
+mod maximum;
 mod reduce;
 mod reshape;
 mod softmax;
