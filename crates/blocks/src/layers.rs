@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use rand::Rng;
-use sheaf_autodiff::{Expr, Init, Param, ParamStore};
+use sheaf_autodiff::{Expr, Graph, GraphError, Init, Param, ParamStore};
 
 use crate::block::{impl_shr, Check, Ctx};
 use crate::error::{At, BlockError, Result};
@@ -120,6 +120,18 @@ impl FC {
     pub fn params(&self) -> (Param, Param) {
         (self.w, self.b)
     }
+
+    /// The layer on `x` directly (inside a `Function`'s closure).
+    pub fn apply(&self, g: &mut Graph, x: Expr) -> std::result::Result<Expr, GraphError> {
+        let (w, b) = (g.param(&self.w), g.param(&self.b));
+        let y = g.affine(b, &[(w, x)])?;
+        match self.act {
+            Activation::Identity => Ok(y),
+            Activation::Tanh => g.tanh(y),
+            Activation::Sigmoid => g.sigmoid(y),
+            Activation::Relu => g.relu(y),
+        }
+    }
 }
 
 impl Block for FC {
@@ -139,16 +151,7 @@ impl Block for FC {
         Ok(Ty::tensor([out]))
     }
     fn eval(&self, cx: &mut Ctx<'_>, x: &Expr) -> Result<Expr> {
-        let g = &mut *cx.graph;
-        let (w, b) = (g.param(&self.w), g.param(&self.b));
-        let y = g.affine(b, &[(w, *x)]).at(|| self.name())?;
-        match self.act {
-            Activation::Identity => Ok(y),
-            Activation::Tanh => g.tanh(y),
-            Activation::Sigmoid => g.sigmoid(y),
-            Activation::Relu => g.relu(y),
-        }
-        .at(|| self.name())
+        self.apply(cx.graph, *x).at(|| self.name())
     }
 }
 

@@ -2,6 +2,7 @@
 //! Stanford Sentiment Treebank (the `sst` binary trains, evaluates and
 //! predicts with it).
 
+pub mod attention;
 pub mod engine;
 pub mod error;
 pub mod eval;
