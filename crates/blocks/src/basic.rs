@@ -213,6 +213,10 @@ where
     }
 }
 
+/// Items of the placeholder sequences a [`Function`] is checked with: two,
+/// so a function over pairs of items (`i != j`) yields items too.
+const PLACEHOLDER_ITEMS: usize = 2;
+
 /// What a [`Function`] runs: a closure `Fn(&mut Graph, I) -> Result<O>`
 /// over graph values, or a built-in / user [`Op`] ([`Function::op`]).
 pub trait GraphFn<I, O>: Send + Sync {
@@ -245,7 +249,7 @@ impl<I: Exprs> GraphFn<I, Expr> for OpCall {
 /// Any computation on graph values: a closure over graph expressions
 /// (built-in ops, several nodes, parameters) or one op. Its shapes are
 /// checked when the model is compiled by running it once on placeholder
-/// inputs (zeros of the input type; sequences with one item).
+/// inputs (zeros of the input type; sequences with two items, so that pairs of items exist).
 pub struct Function<I, O, F> {
     name: Cow<'static, str>,
     f: F,
@@ -297,7 +301,8 @@ impl<I: Value, O: Value, F: GraphFn<I, O>> Block for Function<I, O, F> {
     fn check(&self, cx: &mut Check, input: &Ty) -> Result<Ty> {
         let g = &mut cx.scratch;
         g.clear();
-        let x = I::zeros(input, g, 1).map_err(|e| BlockError::data(e).within(self.name()))?;
+        let x = I::zeros(input, g, PLACEHOLDER_ITEMS)
+            .map_err(|e| BlockError::data(e).within(self.name()))?;
         let y = self.f.call(g, x).at(|| self.name())?;
         y.ty_of(g).at(|| self.name())
     }

@@ -92,7 +92,7 @@ pub trait Value: Clone + Send + Sync + 'static {
 
     /// A value of type `ty` whose tensors are zeros, sequences having
     /// `seq_len` items: the `None` of an `Optional` (`seq_len` 0) and the
-    /// placeholders a `Function` is checked with (`seq_len` 1).
+    /// placeholders a `Function` is checked with (`seq_len` 2).
     fn zeros(ty: &Ty, g: &mut Graph, seq_len: usize) -> Result<Self, String>;
 
     /// The type of this value (shapes read from `g`).
@@ -169,6 +169,8 @@ impl<T: Value> Value for Vec<T> {
     type Host = Vec<T::Host>;
     fn zeros(ty: &Ty, g: &mut Graph, seq_len: usize) -> Result<Self, String> {
         match ty {
+            // The items of an empty sequence have no known type: none.
+            Ty::Seq(item) if **item == Ty::Void => Ok(Vec::new()),
             Ty::Seq(item) => (0..seq_len).map(|_| T::zeros(item, g, seq_len)).collect(),
             other => Err(format!("a sequence is expected here, the type is {other}")),
         }

@@ -1,0 +1,293 @@
+//! Appendix B of the TensorFlow Fold paper: the weave module of Kearnes et
+//! al. (2016, "Molecular graph convolutions"), two stacked, on ESOL (W5 of
+//! the benchmark notes), written with blocks ([`Weave::blocks`], each
+//! module a [`Composition`]) and directly on the graph ([`Weave::direct`]);
+//! both give the same numbers (tested).
+//!
+//! One module, hidden size `d`, from atoms `a_i` and pairs `p_ij`:
+//! `A→A = relu(W a_i)`, `P→A = Σ_j relu(W p_ij)`,
+//! `a'_i = relu(W [A→A; P→A])`; `A→P = relu(W [a_i; a_j]) + relu(W [a_j;
+//! a_i])` (the same for `ij` and `ji`), `P→P = relu(W p_ij)`,
+//! `p'_ij = relu(W [A→P; P→P])`. The second module's pair update is not
+//! built: only atoms are read after it. The molecule's prediction is a
+//! linear head on the sum of its atom states; the loss is squared error.
+
+use rand::Rng;
+use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore};
+use sheaf_blocks::{
+    field, Activation, Block, BlockError, Composition, Concat, Function, Handle, Map, Record,
+    Scalar, Sum, Tensor, ZipWith, FC,
+};
+
+use crate::molecules::{Molecule, PAIR_FEATURES};
+
+/// Atom states and pair states (`pairs[i]`: the pairs `(i, j)`, `j != i`).
+type State = (Vec<Expr>, Vec<Vec<Expr>>);
+
+/// The layers of one weave module.
+#[derive(Debug, Clone)]
+struct Module {
+    aa: FC,
+    pa: FC,
+    a: FC,
+    ap: FC,
+    pp: FC,
+    p: FC,
+}
+
+impl Module {
+    fn new<R: Rng + ?Sized>(
+        store: &mut ParamStore,
+        name: &str,
+        (atom_in, pair_in, d): (usize, usize, usize),
+        rng: &mut R,
+    ) -> Result<Self, BlockError> {
+        let relu = Activation::Relu;
+        let mut fc =
+            |part: &str, i: usize| FC::new(store, &format!("{name}.{part}"), i, d, relu, rng);
+        Ok(Module {
+            aa: fc("aa", atom_in)?,
+            pa: fc("pa", pair_in)?,
+            a: fc("a", 2 * d)?,
+            ap: fc("ap", 2 * atom_in)?,
+            pp: fc("pp", pair_in)?,
+            p: fc("p", 2 * d)?,
+        })
+    }
+
+    fn layers(&self) -> [&FC; 6] {
+        [&self.aa, &self.pa, &self.a, &self.ap, &self.pp, &self.p]
+    }
+
+    /// The atom update: `A→A`, `P→A` and `A` wired into `c`; returns the
+    /// handles of the atom and pair inputs and of the new atoms.
+    #[allow(clippy::type_complexity)]
+    fn atom_update<O: Clone + Send + Sync + 'static>(
+        &self,
+        c: &mut Composition<State, O>,
+    ) -> Result<
+        (
+            Handle<State, Vec<Expr>>,
+            Handle<State, Vec<Vec<Expr>>>,
+            AtomsOut,
+        ),
+        BlockError,
+    > {
+        let atoms = c.add(
+            "atoms",
+            Function::new("atoms", |_: &mut Graph, (a, _): State| Ok(a)),
+        );
+        let pairs = c.add(
+            "pairs",
+            Function::new("pairs", |_: &mut Graph, (_, p): State| Ok(p)),
+        );
+        let aa = c.add("A->A", Map::new(self.aa.clone()));
+        let pa = c.add("P->A", Map::new(Map::new(self.pa.clone()) >> Sum::new()));
+        let a = c.add("A", ZipWith::new(Concat::new() >> self.a.clone()));
+        c.reads_input(&atoms)?;
+        c.reads_input(&pairs)?;
+        c.reads(&aa, &atoms)?;
+        c.reads(&pa, &pairs)?;
+        c.reads(&a, (&aa, &pa))?;
+        Ok((atoms, pairs, a))
+    }
+
+    /// The whole module as a composition of blocks.
+    fn blocks(&self) -> Result<Composition<State, State>, BlockError> {
+        let mut c = Composition::new("weave");
+        let (atoms, pairs, a) = self.atom_update(&mut c)?;
+        let ap_layer = self.ap.clone();
+        let ap = c.add(
+            "A->P",
+            Function::new("A->P", move |g: &mut Graph, atoms: Vec<Expr>| {
+                atom_pairs(g, &atoms, &ap_layer)
+            }),
+        );
+        let pp = c.add("P->P", Map::new(Map::new(self.pp.clone())));
+        let p = c.add(
+            "P",
+            ZipWith::new(ZipWith::new(Concat::new() >> self.p.clone())),
+        );
+        let out = c.add("out", Function::new("out", |_: &mut Graph, s: State| Ok(s)));
+        c.reads(&ap, &atoms)?;
+        c.reads(&pp, &pairs)?;
+        c.reads(&p, (&ap, &pp))?;
+        c.reads(&out, (&a, &p))?;
+        c.output(&out)?;
+        Ok(c)
+    }
+
+    /// The module without its pair update (the last module: only its atoms
+    /// are read).
+    fn atom_blocks(&self) -> Result<Composition<State, Vec<Expr>>, BlockError> {
+        let mut c = Composition::new("weave (atoms)");
+        let (_, _, a) = self.atom_update(&mut c)?;
+        c.output(&a)?;
+        Ok(c)
+    }
+}
+
+/// The handle of a module's new atom states.
+type AtomsOut = Handle<(Vec<Expr>, Vec<Expr>), Vec<Expr>>;
+
+/// `A→P` for every ordered pair, row `i` holding `j != i` in order.
+fn atom_pairs(g: &mut Graph, atoms: &[Expr], layer: &FC) -> Result<Vec<Vec<Expr>>, GraphError> {
+    let mut rows = Vec::with_capacity(atoms.len());
+    for (i, &ai) in atoms.iter().enumerate() {
+        let mut row = Vec::with_capacity(atoms.len().saturating_sub(1));
+        for (j, &aj) in atoms.iter().enumerate() {
+            if i != j {
+                let ij = g.concat(&[ai, aj])?;
+                let ji = g.concat(&[aj, ai])?;
+                let (x, y) = (layer.apply(g, ij)?, layer.apply(g, ji)?);
+                row.push(g.add(x, y)?);
+            }
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Two stacked weave modules and the regression head.
+#[derive(Debug, Clone)]
+pub struct Weave {
+    atom_in: usize,
+    modules: [Module; 2],
+    head: FC,
+}
+
+impl Weave {
+    /// A model for atom features of `atom_in`, hidden size `hidden`.
+    pub fn new<R: Rng + ?Sized>(
+        store: &mut ParamStore,
+        atom_in: usize,
+        hidden: usize,
+        rng: &mut R,
+    ) -> Result<Self, BlockError> {
+        let first = Module::new(store, "weave1", (atom_in, PAIR_FEATURES, hidden), rng)?;
+        let second = Module::new(store, "weave2", (hidden, hidden, hidden), rng)?;
+        let head = FC::new(store, "head", hidden, 1, Activation::Identity, rng)?;
+        Ok(Weave {
+            atom_in,
+            modules: [first, second],
+            head,
+        })
+    }
+
+    /// Every parameter the model trains (the second module's pair layers
+    /// are never used and get no gradient).
+    pub fn params(&self) -> Vec<sheaf_autodiff::Param> {
+        let [m1, m2] = &self.modules;
+        let mut layers: Vec<&FC> = m1.layers().to_vec();
+        layers.extend([&m2.aa, &m2.pa, &m2.a, &self.head]);
+        layers
+            .into_iter()
+            .flat_map(|l| {
+                let (w, b) = l.params();
+                [w, b]
+            })
+            .collect()
+    }
+
+    // ---- with blocks -----------------------------------------------------
+
+    /// The molecule's squared error as output.
+    pub fn blocks(&self) -> Result<impl Block<In = Molecule, Out = Expr>, BlockError> {
+        let inputs = Record::new((
+            field(
+                "atoms",
+                |m: &Molecule| &m.atoms,
+                Map::new(Tensor::new([self.atom_in])),
+            ),
+            field(
+                "pairs",
+                |m: &Molecule| &m.pairs,
+                Map::new(Map::new(Tensor::new([PAIR_FEATURES]))),
+            ),
+        ));
+        let predict = inputs
+            >> self.modules[0].blocks()?
+            >> self.modules[1].atom_blocks()?
+            >> Sum::new()
+            >> self.head.clone();
+        let loss = Function::new("loss", |g: &mut Graph, (y, t): (Expr, Expr)| {
+            g.squared_distance(y, t)
+        });
+        Ok(Record::new((
+            field("molecule", |m: &Molecule| m, predict),
+            field("target", |m: &Molecule| &m.target, Scalar),
+        )) >> loss)
+    }
+
+    // ---- directly on the graph -------------------------------------------
+
+    /// The prediction `[1]` and the squared error `[1]`, node by node.
+    pub fn direct(&self, g: &mut Graph, m: &Molecule) -> Result<(Expr, Expr), GraphError> {
+        let input = |g: &mut Graph, v: &[f32]| -> Result<Expr, GraphError> {
+            let t =
+                sheaf_tensor::Tensor::from_slice(v, [v.len()]).map_err(|e| GraphError::Tensor {
+                    context: "molecule features".into(),
+                    source: Box::new(e),
+                })?;
+            Ok(g.input(t))
+        };
+        let dense = |g: &mut Graph, layer: &FC, x: Expr| -> Result<Expr, GraphError> {
+            let (w, b) = layer.params();
+            let (w, b) = (g.param(&w), g.param(&b));
+            let y = g.affine(b, &[(w, x)])?;
+            g.relu(y)
+        };
+        let mut atoms: Vec<Expr> = m
+            .atoms
+            .iter()
+            .map(|a| input(g, a))
+            .collect::<Result<_, _>>()?;
+        let mut pairs: Vec<Vec<Expr>> = m
+            .pairs
+            .iter()
+            .map(|row| row.iter().map(|p| input(g, p)).collect::<Result<_, _>>())
+            .collect::<Result<_, _>>()?;
+        for (k, module) in self.modules.iter().enumerate() {
+            let mut next_atoms = Vec::with_capacity(atoms.len());
+            for (i, &ai) in atoms.iter().enumerate() {
+                let aa = dense(g, &module.aa, ai)?;
+                let pa: Vec<Expr> = pairs[i]
+                    .iter()
+                    .map(|&p| dense(g, &module.pa, p))
+                    .collect::<Result<_, _>>()?;
+                let pa = if pa.is_empty() {
+                    input(g, &vec![0.0; g.shape(aa)?.numel().unwrap_or(0)])?
+                } else {
+                    g.sum(&pa)?
+                };
+                let both = g.concat(&[aa, pa])?;
+                next_atoms.push(dense(g, &module.a, both)?);
+            }
+            if k == 0 {
+                let mut next_pairs = Vec::with_capacity(atoms.len());
+                for (i, &ai) in atoms.iter().enumerate() {
+                    let mut row = Vec::with_capacity(pairs[i].len());
+                    let others = atoms.iter().enumerate().filter(|&(j, _)| j != i);
+                    for (&p, (_, &aj)) in pairs[i].iter().zip(others) {
+                        let ij = g.concat(&[ai, aj])?;
+                        let ji = g.concat(&[aj, ai])?;
+                        let (x, y) = (dense(g, &module.ap, ij)?, dense(g, &module.ap, ji)?);
+                        let ap = g.add(x, y)?;
+                        let pp = dense(g, &module.pp, p)?;
+                        let both = g.concat(&[ap, pp])?;
+                        row.push(dense(g, &module.p, both)?);
+                    }
+                    next_pairs.push(row);
+                }
+                pairs = next_pairs;
+            }
+            atoms = next_atoms;
+        }
+        let pooled = g.sum(&atoms)?;
+        let (w, b) = self.head.params();
+        let (w, b) = (g.param(&w), g.param(&b));
+        let y = g.affine(b, &[(w, pooled)])?;
+        let t = input(g, &[m.target])?;
+        Ok((y, g.squared_distance(y, t)?))
+    }
+}
