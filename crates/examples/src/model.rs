@@ -39,6 +39,10 @@ pub struct ModelConfig {
     pub dropout_embed: f32,
     /// Dropout rate on `h` before the output layer (training only).
     pub dropout_output: f32,
+    /// Recurrent dropout (Semeniuta et al. 2016) on the cells' candidate
+    /// `tanh(u)` (training only); 0 keeps the fused cells.
+    #[serde(default)]
+    pub recurrent_dropout: f32,
 }
 
 impl ModelConfig {
@@ -52,6 +56,7 @@ impl ModelConfig {
             embed_init: 0.05,
             dropout_embed: 0.0,
             dropout_output: 0.0,
+            recurrent_dropout: 0.0,
         }
     }
 
@@ -66,6 +71,7 @@ impl ModelConfig {
         for (name, p) in [
             ("embedding dropout", self.dropout_embed),
             ("output dropout", self.dropout_output),
+            ("recurrent dropout", self.recurrent_dropout),
         ] {
             if !(0.0..1.0).contains(&p) {
                 return Err(format!("model: {name} must lie in [0, 1), it is {p}"));
@@ -246,6 +252,11 @@ impl TreeLstm {
         let train = g.is_train();
         let p_emb = if train { self.cfg.dropout_embed } else { 0.0 };
         let p_out = if train { self.cfg.dropout_output } else { 0.0 };
+        let p_rec = if train {
+            self.cfg.recurrent_dropout
+        } else {
+            0.0
+        };
         // Each node's state `[c | h]` and its `h`, built once: the output
         // layer and the parent read the same `h` node (asking for it twice
         // would double the `cell_h` copies and make their batches mix rows
@@ -272,7 +283,7 @@ impl TreeLstm {
                         x = g.dropout(x, p_emb)?;
                     }
                     let gates = g.affine(bl, &[(wl, x)])?;
-                    g.tree_lstm_leaf(gates)?
+                    leaf_cell(g, gates, p_rec)?
                 }
                 Node::Inner { left, right, .. } => {
                     let child = |c: u32| {
@@ -288,7 +299,7 @@ impl TreeLstm {
                     let hh = g.concat(&[hl, hr])?;
                     let (u, bi) = (g.param(&self.u), g.param(&self.b_int));
                     let gates = g.affine(bi, &[(u, hh)])?;
-                    g.tree_lstm_node(gates, sl, sr)?
+                    node_cell(g, gates, sl, sr, p_rec)?
                 }
             };
             let h = g.cell_h(state)?;
@@ -305,4 +316,61 @@ impl TreeLstm {
         }
         Ok(())
     }
+}
+
+/// The leaf cell on gates `[3H]` (`i, o, u`): the fused
+/// [`Graph::tree_lstm_leaf`], or, with recurrent dropout `p > 0`, the same
+/// math from primitive ops with `c = σ(i) ⊙ dropout(tanh(u))` (Semeniuta
+/// et al. 2016: only the candidate is dropped, the memory is kept).
+pub fn leaf_cell(g: &mut Graph, gates: Expr, p: f32) -> Result<Expr> {
+    if p == 0.0 {
+        return g.tree_lstm_leaf(gates);
+    }
+    let h = g.shape(gates)?.dims().first().copied().unwrap_or(0) / 3;
+    let part = |g: &mut Graph, k: usize| g.slice(gates, k * h, (k + 1) * h);
+    let (i, o, u) = (part(g, 0)?, part(g, 1)?, part(g, 2)?);
+    let (i, o, u) = (g.sigmoid(i)?, g.sigmoid(o)?, g.tanh(u)?);
+    let u = g.dropout(u, p)?;
+    let c = g.cmult(i, u)?;
+    finish_state(g, c, o)
+}
+
+/// The internal cell on gates `[5H]` (`i, f_l, f_r, o, u`) and the
+/// children's states: the fused [`Graph::tree_lstm_node`], or, with
+/// recurrent dropout `p > 0`, `c = σ(i) ⊙ dropout(tanh(u)) + σ(f_l) ⊙ c_l +
+/// σ(f_r) ⊙ c_r` from primitive ops.
+pub fn node_cell(g: &mut Graph, gates: Expr, left: Expr, right: Expr, p: f32) -> Result<Expr> {
+    if p == 0.0 {
+        return g.tree_lstm_node(gates, left, right);
+    }
+    let h = g.shape(gates)?.dims().first().copied().unwrap_or(0) / 5;
+    let part = |g: &mut Graph, k: usize| g.slice(gates, k * h, (k + 1) * h);
+    let (i, fl, fr, o, u) = (
+        part(g, 0)?,
+        part(g, 1)?,
+        part(g, 2)?,
+        part(g, 3)?,
+        part(g, 4)?,
+    );
+    let (i, fl, fr, o, u) = (
+        g.sigmoid(i)?,
+        g.sigmoid(fl)?,
+        g.sigmoid(fr)?,
+        g.sigmoid(o)?,
+        g.tanh(u)?,
+    );
+    let u = g.dropout(u, p)?;
+    let (cl, cr) = (g.cell_c(left)?, g.cell_c(right)?);
+    let new = g.cmult(i, u)?;
+    let kl = g.cmult(fl, cl)?;
+    let kr = g.cmult(fr, cr)?;
+    let c = g.sum(&[new, kl, kr])?;
+    finish_state(g, c, o)
+}
+
+/// The state `[c | σ(o) ⊙ tanh(c)]`.
+fn finish_state(g: &mut Graph, c: Expr, o: Expr) -> Result<Expr> {
+    let t = g.tanh(c)?;
+    let h = g.cmult(o, t)?;
+    g.concat(&[c, h])
 }

@@ -16,7 +16,7 @@ use sheaf_blocks::{
     OneOf, Record, Reference, Ty,
 };
 
-use crate::model::TreeLstm;
+use crate::model::{leaf_cell, node_cell, TreeLstm};
 use crate::sst::{Node, Tree};
 
 /// A word of a sentence: its vocabulary id and sentiment.
@@ -127,6 +127,7 @@ pub fn blocks(
     let cfg = model.config().clone();
     let [emb, w_leaf, b_leaf, u, b_int, w_out, b_out] = model.params();
     let (h, p_emb, p_out) = (cfg.hidden, cfg.dropout_embed, cfg.dropout_output);
+    let p_rec = cfg.recurrent_dropout;
     let decl = ForwardDeclaration::<Phrase, (Expr, Expr)>::new(
         "phrase",
         Ty::Tuple(vec![Ty::tensor([2 * h]), Ty::tensor([h])]),
@@ -136,7 +137,8 @@ pub fn blocks(
         let x = dropout(g, x, p_emb)?;
         let (wl, bl) = (g.param(&w_leaf), g.param(&b_leaf));
         let gates = g.affine(bl, &[(wl, x)])?;
-        let state = g.tree_lstm_leaf(gates)?;
+        let p = if g.is_train() { p_rec } else { 0.0 };
+        let state = leaf_cell(g, gates, p)?;
         state_and_h(g, state)
     });
     let word = Record::new((
@@ -154,7 +156,8 @@ pub fn blocks(
             let hh = g.concat(&[hl, hr])?;
             let (u, bi) = (g.param(&u), g.param(&b_int));
             let gates = g.affine(bi, &[(u, hh)])?;
-            let state = g.tree_lstm_node(gates, sl, sr)?;
+            let p = if g.is_train() { p_rec } else { 0.0 };
+            let state = node_cell(g, gates, sl, sr, p)?;
             Ok((state_and_h(g, state)?, label))
         },
     );

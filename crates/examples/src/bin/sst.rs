@@ -112,6 +112,15 @@ struct TrainArgs {
     /// Dropout rate before the output layer only [default: --dropout].
     #[arg(long, value_name = "F")]
     dropout_output: Option<f32>,
+    /// Recurrent dropout (Semeniuta et al. 2016) on the cells' candidate
+    /// update [default: 0].
+    #[arg(long, value_name = "F")]
+    recurrent_dropout: Option<f32>,
+    /// Start from a published recipe; other flags override its settings.
+    /// `fold`: TensorFlow Fold's sentiment model (state 300, recurrent
+    /// dropout 0.25, dropout 0.25 on the embeddings and the output, no L2).
+    #[arg(long, value_enum)]
+    recipe: Option<Recipe>,
     /// Embedding size [default: 300].
     #[arg(long, value_name = "N")]
     embed_dim: Option<usize>,
@@ -248,7 +257,7 @@ fn train(a: TrainArgs) -> Result<()> {
                         };
                         println!(
                     "training: {} lr {} weight decay {}{embed}, batch {} ({}), dropout {}/{}, \
-                     E {} H {}, epochs {}, seed {}, {} executor",
+                     recurrent dropout {}, E {} H {}, epochs {}, seed {}, {} executor",
                     cfg.optimizer.name(),
                     cfg.lr,
                     cfg.weight_decay,
@@ -256,6 +265,7 @@ fn train(a: TrainArgs) -> Result<()> {
                     if cfg.reduction == Reduction::Mean { "mean" } else { "sum" },
                     model.dropout_embed,
                     model.dropout_output,
+                    model.recurrent_dropout,
                     model.embed_dim,
                     model.hidden,
                     cfg.epochs,
@@ -288,6 +298,15 @@ fn train(a: TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// Published settings `sst train --recipe` starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Recipe {
+    /// TensorFlow Fold's sentiment example (Looks et al. 2017): a binary
+    /// Tree-LSTM with state 300, recurrent dropout (keep 0.75), input and
+    /// output dropout (keep 0.75), Adagrad 0.05, no L2.
+    Fold,
+}
+
 /// The model and training settings of a new run from the flags.
 fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
     let data_dir = a.data_dir.clone().unwrap_or_else(default_data_dir);
@@ -307,7 +326,15 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
     cfg.embeddings = a.embeddings.clone();
     cfg.patience = a.patience;
     let mut model = ModelConfig::new(0);
-    let dropout = a.dropout.unwrap_or(0.5);
+    let mut dropout = 0.5;
+    if a.recipe == Some(Recipe::Fold) {
+        model.hidden = 300;
+        model.recurrent_dropout = 0.25;
+        dropout = 0.25;
+        cfg.weight_decay = a.weight_decay.unwrap_or(0.0);
+    }
+    let dropout = a.dropout.unwrap_or(dropout);
+    model.recurrent_dropout = a.recurrent_dropout.unwrap_or(model.recurrent_dropout);
     model.dropout_embed = a.dropout_embed.unwrap_or(dropout);
     model.dropout_output = a.dropout_output.unwrap_or(dropout);
     model.embed_dim = a.embed_dim.unwrap_or(model.embed_dim);
@@ -319,7 +346,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
 /// With --resume, the run's own settings apply; flags that would change
 /// them are refused (the run could not continue exactly).
 fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
-    let given: [(&str, bool); 18] = [
+    let given: [(&str, bool); 20] = [
         ("--data-dir", a.data_dir.is_some()),
         ("--batch-size", a.batch_size.is_some()),
         ("--lr", a.lr.is_some()),
@@ -331,6 +358,8 @@ fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
         ("--dropout", a.dropout.is_some()),
         ("--dropout-embed", a.dropout_embed.is_some()),
         ("--dropout-output", a.dropout_output.is_some()),
+        ("--recurrent-dropout", a.recurrent_dropout.is_some()),
+        ("--recipe", a.recipe.is_some()),
         ("--embed-dim", a.embed_dim.is_some()),
         ("--hidden", a.hidden.is_some()),
         ("--embed-init", a.embed_init.is_some()),
