@@ -17,8 +17,7 @@ use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::model::TreeLstm;
 use crate::sst::{Tree, Vocab, CLASSES};
-use crate::state::{RunState, BEST, LAST};
-use crate::train::read_vocab;
+use crate::state::{read_vocab, RunState, BEST, LAST};
 
 /// Class probabilities of one sentence.
 pub type Probs = [f32; CLASSES];

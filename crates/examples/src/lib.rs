@@ -3,6 +3,7 @@
 //! predicts with it).
 
 pub mod attention;
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod eval;

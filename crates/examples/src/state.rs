@@ -23,9 +23,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::model::ModelConfig;
-use crate::train::TrainConfig;
+use crate::sst::Vocab;
 
 /// Parameters and optimizer state after the last finished epoch.
 pub const LAST: &str = "last.safetensors";
@@ -200,4 +201,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result.map_err(|e| Error::io(path, e))
+}
+
+/// Reads `dir/vocab.txt`.
+pub fn read_vocab(dir: &Path) -> Result<Vocab> {
+    let path = dir.join(VOCAB);
+    let text = fs::read_to_string(&path).map_err(|e| Error::checkpoint(&path, e.to_string()))?;
+    Ok(Vocab::from_text(&text, &path.display().to_string())?)
 }
