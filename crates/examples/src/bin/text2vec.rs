@@ -23,19 +23,19 @@ struct Args {
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// Passes over the training sentences.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 6)]
     epochs: usize,
     /// Sentences per update.
     #[arg(long, default_value_t = 25)]
     batch_size: usize,
     /// Adagrad learning rate.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = 0.02)]
     lr: f32,
     /// Embedding size.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 50)]
     embed_dim: usize,
     /// RNN state size.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 50)]
     state: usize,
     /// Words seen fewer times in training are unknown (zero vectors).
     #[arg(long, default_value_t = 2)]
