@@ -1,6 +1,10 @@
 //! Models trained with sheaf. [`sst`]: the constituency Tree-LSTM on the
 //! Stanford Sentiment Treebank (the `sst` binary trains, evaluates and
-//! predicts with it).
+//! predicts with it), hand-written ([`model`]) and with blocks
+//! ([`tree_lstm_blocks`]). The TensorFlow Fold paper's other models, each
+//! with blocks and directly on the graph: [`text2vec`], [`attention`]
+//! (feed-forward attention on the addition problem) and [`weave`] (graph
+//! convolutions on the ESOL molecules of [`molecules`]).
 
 pub mod attention;
 pub mod config;
