@@ -97,6 +97,12 @@ pub struct TrainConfig {
     pub embeddings: Option<PathBuf>,
     /// Stop after this many epochs without a better dev accuracy.
     pub patience: Option<usize>,
+    /// Build the training graphs with the model written with blocks
+    /// ([`crate::tree_lstm_blocks`]) instead of the hand-written one: the
+    /// same model and parameters (with dropout the masks differ: they are
+    /// drawn per node position).
+    #[serde(default)]
+    pub blocks: bool,
 }
 
 impl TrainConfig {
@@ -118,6 +124,7 @@ impl TrainConfig {
             max_train_trees: None,
             embeddings: None,
             patience: None,
+            blocks: false,
         }
     }
 

@@ -56,6 +56,9 @@ pub enum Error {
     /// Running a graph in batches failed.
     #[error("model: {0}")]
     Sched(#[from] SchedError),
+    /// The blocks-written model failed to compile or run.
+    #[error("model: {0}")]
+    Blocks(#[from] sheaf_blocks::BlockError),
 }
 
 impl Error {

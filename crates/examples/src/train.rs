@@ -26,6 +26,9 @@ use std::time::Instant;
 use sheaf_autodiff::{Graph, Optimizer, ParamStore};
 
 pub use crate::config::{default_data_dir, OptimizerKind, Reduction, TrainConfig};
+use sheaf_blocks::Loss;
+use sheaf_sched::Strategy;
+
 use crate::engine::{Engine, Exec};
 use crate::error::{Error, Result};
 use crate::eval::{evaluate, Scores};
@@ -34,6 +37,7 @@ use crate::plot::{write_history, write_plot};
 use crate::sst::{read_embeddings, read_trees, Tree, Vocab};
 pub use crate::state::read_vocab;
 use crate::state::{Best, EpochRecord, RunState, BEST, HISTORY, LAST, PLOT, STATE, VOCAB};
+use crate::tree_lstm_blocks::{compile_training, Phrase, TrainingModel};
 
 /// Trees with their words mapped to vocabulary ids.
 #[derive(Debug, Clone, Default)]
@@ -128,8 +132,37 @@ pub struct Trainer {
     embed_opt: Option<Optimizer>,
     engine: Engine,
     graph: Graph,
+    /// The blocks-written model and the training trees as phrases, when
+    /// the run builds its graphs with blocks.
+    blocks: Option<(TrainingModel, Vec<Phrase>)>,
     train: Split,
     dev: Split,
+}
+
+/// The blocks-written model, compiled for `cfg`'s executor, and the
+/// training trees as its input.
+fn blocks_run(
+    model: &TreeLstm,
+    cfg: &TrainConfig,
+    train: &Split,
+) -> Result<Option<(TrainingModel, Vec<Phrase>)>> {
+    if !cfg.blocks {
+        return Ok(None);
+    }
+    let strategy = match cfg.exec {
+        Exec::Sequential => Strategy::Sequential,
+        Exec::Depth => Strategy::Depth,
+        Exec::Agenda => Strategy::Agenda,
+        Exec::Auto => Strategy::Auto,
+    };
+    let compiled = compile_training(model)?.with_strategy(strategy);
+    let phrases = train
+        .trees
+        .iter()
+        .zip(&train.ids)
+        .map(|(t, ids)| Phrase::from_tree(t, ids))
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(Some((compiled, phrases)))
 }
 
 impl std::fmt::Debug for Trainer {
@@ -208,6 +241,7 @@ impl Trainer {
         save_last(&opt, &store, dir)?;
         let state = RunState::new(model, cfg.clone());
         state.save(dir)?;
+        let blocks = blocks_run(&net, &cfg, &train)?;
         Ok(Trainer {
             dir: dir.to_path_buf(),
             state,
@@ -218,6 +252,7 @@ impl Trainer {
             embed_opt: cfg.embed_optimizer(),
             engine: Engine::new(cfg.exec),
             graph: Graph::new(),
+            blocks,
             train,
             dev,
         })
@@ -268,9 +303,12 @@ impl Trainer {
         }
         let exec = state.train.exec;
         let embed_opt = state.train.embed_optimizer();
+        let train = Split::new(trees, &vocab);
+        let blocks = blocks_run(&model, &state.train, &train)?;
         Ok(Trainer {
             dir: dir.to_path_buf(),
-            train: Split::new(trees, &vocab),
+            train,
+            blocks,
             state,
             vocab,
             model,
@@ -400,10 +438,30 @@ impl Trainer {
     /// One update on the training trees at positions `batch`; returns the
     /// summed loss and the number of nodes.
     fn step(&mut self, batch: &[usize]) -> Result<(f64, usize)> {
+        let seed = mix(self.state.train.seed ^ DROPOUT_STREAM, self.state.step);
+        if let Some((compiled, phrases)) = &mut self.blocks {
+            compiled.set_train(true);
+            compiled.set_seed(seed);
+            let mean = self.state.train.reduction == Reduction::Mean;
+            let loss = if mean {
+                Loss::metric("loss").mean()
+            } else {
+                Loss::metric("loss")
+            };
+            let value =
+                compiled.backward(&self.store, batch.iter().map(|&i| &phrases[i]), &loss)?;
+            let value = if mean {
+                value * batch.len() as f32
+            } else {
+                value
+            };
+            let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
+            return self.finish_step(value, nodes);
+        }
         let g = &mut self.graph;
         g.clear();
         g.set_train(true);
-        g.set_seed(mix(self.state.train.seed ^ DROPOUT_STREAM, self.state.step));
+        g.set_seed(seed);
         let mut losses = Vec::with_capacity(batch.len());
         let mut nodes = 0;
         for &i in batch {
@@ -422,6 +480,11 @@ impl Trainer {
             .to_vec::<f32>()
             .map_err(|e| Error::Config(format!("reading the loss: {e}")))?[0];
         g.clear();
+        self.finish_step(value, nodes)
+    }
+
+    /// Checks the step's loss, updates the parameters and counts the step.
+    fn finish_step(&mut self, value: f32, nodes: usize) -> Result<(f64, usize)> {
         if !value.is_finite() {
             return Err(Error::Config(format!(
                 "training diverged: the loss of step {} is {value} (try a lower --lr or --clip-norm)",

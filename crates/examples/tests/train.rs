@@ -319,3 +319,56 @@ fn pretrained_vectors_fill_their_rows() {
     .to_string();
     assert!(e.contains("3 dimensions") && e.contains("16"), "{e}");
 }
+
+#[test]
+fn training_through_blocks_equals_the_hand_written_model() {
+    // Without dropout the blocks-written model builds the same graph (up to
+    // the order of the loss sum), so the runs agree to float rounding.
+    let tmp = TempDir::new("blocks");
+    let data = tiny_data(&tmp);
+    let mut runs = Vec::new();
+    for blocks in [false, true] {
+        let cfg = TrainConfig {
+            blocks,
+            ..small_train(&data, 3, Exec::Depth)
+        };
+        let dir = tmp.join(if blocks { "blocks" } else { "hand" });
+        let mut t = Trainer::new(&dir, small_model(0.0), cfg, false, &mut quiet()).unwrap();
+        t.run(&mut quiet()).unwrap();
+        runs.push(t.state().history.clone());
+    }
+    let (hand, blocks) = (&runs[0], &runs[1]);
+    assert_eq!(hand.len(), 3);
+    for (h, b) in hand.iter().zip(blocks) {
+        let rel = (h.train_loss - b.train_loss).abs() / h.train_loss;
+        assert!(
+            rel < 1e-4,
+            "epoch {}: {} vs {}",
+            h.epoch,
+            h.train_loss,
+            b.train_loss
+        );
+        assert_eq!(h.dev_fine, b.dev_fine, "epoch {}", h.epoch);
+    }
+    // With dropout the blocks run trains too (its masks differ).
+    let cfg = TrainConfig {
+        blocks: true,
+        ..small_train(&data, 4, Exec::Agenda)
+    };
+    let mut t = Trainer::new(
+        &tmp.join("dropout"),
+        small_model(0.3),
+        cfg,
+        false,
+        &mut quiet(),
+    )
+    .unwrap();
+    t.run(&mut quiet()).unwrap();
+    let h = &t.state().history;
+    assert!(
+        h[3].train_loss < h[0].train_loss,
+        "{} -> {}",
+        h[0].train_loss,
+        h[3].train_loss
+    );
+}

@@ -121,6 +121,10 @@ struct TrainArgs {
     /// dropout 0.25, dropout 0.25 on the embeddings and the output, no L2).
     #[arg(long, value_enum)]
     recipe: Option<Recipe>,
+    /// Build the graphs with the model written with blocks
+    /// (sheaf-blocks) instead of the hand-written one.
+    #[arg(long)]
+    blocks: bool,
     /// Embedding size [default: 300].
     #[arg(long, value_name = "N")]
     embed_dim: Option<usize>,
@@ -325,6 +329,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
     cfg.max_train_trees = a.max_train_trees;
     cfg.embeddings = a.embeddings.clone();
     cfg.patience = a.patience;
+    cfg.blocks = a.blocks;
     let mut model = ModelConfig::new(0);
     let mut dropout = 0.5;
     if a.recipe == Some(Recipe::Fold) {
@@ -346,7 +351,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
 /// With --resume, the run's own settings apply; flags that would change
 /// them are refused (the run could not continue exactly).
 fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
-    let given: [(&str, bool); 20] = [
+    let given: [(&str, bool); 21] = [
         ("--data-dir", a.data_dir.is_some()),
         ("--batch-size", a.batch_size.is_some()),
         ("--lr", a.lr.is_some()),
@@ -360,6 +365,7 @@ fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
         ("--dropout-output", a.dropout_output.is_some()),
         ("--recurrent-dropout", a.recurrent_dropout.is_some()),
         ("--recipe", a.recipe.is_some()),
+        ("--blocks", a.blocks),
         ("--embed-dim", a.embed_dim.is_some()),
         ("--hidden", a.hidden.is_some()),
         ("--embed-init", a.embed_init.is_some()),

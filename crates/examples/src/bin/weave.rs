@@ -110,7 +110,11 @@ fn run(a: Args) -> Result<(), String> {
     } else {
         let n = train.len().max(1) as f64;
         let mean = train.iter().map(|m| f64::from(m.target)).sum::<f64>() / n;
-        let var = train.iter().map(|m| (f64::from(m.target) - mean).powi(2)).sum::<f64>() / n;
+        let var = train
+            .iter()
+            .map(|m| (f64::from(m.target) - mean).powi(2))
+            .sum::<f64>()
+            / n;
         (mean, var.sqrt().max(1e-6))
     };
     let standardise = |ms: Vec<Molecule>| -> Vec<Molecule> {
