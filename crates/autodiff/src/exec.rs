@@ -66,6 +66,7 @@ impl Sequential {
     /// Computes every not-yet-evaluated node up to and including `target`
     /// and returns `target`'s value. Later calls compute only new nodes.
     pub fn forward(&self, g: &mut Graph, store: &ParamStore, target: Expr) -> Result<Tensor> {
+        sheaf_tensor::denormals::prepare();
         let end = g.check(target, "forward")?.index() + 1;
         let _span = tracing::debug_span!(
             "forward",
@@ -170,6 +171,7 @@ impl Sequential {
     /// it depends on are kept in the graph ([`Graph::grad`]), gradients of
     /// parameters are ADDED to the store's accumulators.
     pub fn backward(&self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
+        sheaf_tensor::denormals::prepare();
         let loss_id = g.check(loss, "backward")?;
         if loss_id.index() >= g.evaluated {
             self.forward(g, store, loss)?;

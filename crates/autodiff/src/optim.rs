@@ -210,6 +210,7 @@ impl Optimizer {
     /// is invalid (foreign store, row id out of range, bad clipping norm,
     /// non-finite gradient norm under clipping).
     pub fn step(&mut self, store: &mut ParamStore) -> Result<()> {
+        sheaf_tensor::denormals::prepare();
         if let Some(key) = self.store {
             if key != store.key() {
                 return Err(GraphError::Params(

@@ -21,10 +21,12 @@
 //! - Work above a measured size runs on the current rayon pool (see
 //!   [`parallel`]); below it the kernel stays on the calling thread.
 //!
-//! `unsafe` lives only in `simd/<isa>/*.rs`, as `#[target_feature]` functions
-//! reached through safe entry points here.
+//! `unsafe` lives only in `simd/`: `#[target_feature]` functions reached
+//! through safe entry points here, and the two instructions that read and
+//! write the SSE control register ([`denormals`]).
 
 pub mod cells;
+pub mod denormals;
 pub mod elementwise;
 mod error;
 pub mod gemm;

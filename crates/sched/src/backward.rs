@@ -39,6 +39,7 @@ impl Executor {
     /// gradients are kept in the graph; parameter gradients are ADDED to
     /// the store's accumulators, once per batch.
     pub fn backward(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
+        sheaf_tensor::denormals::prepare();
         let loss_id = g.check(loss, "backward")?;
         if loss_id.index() >= g.evaluated() {
             self.forward(g, store, loss)?;

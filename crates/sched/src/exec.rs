@@ -190,6 +190,7 @@ impl Executor {
     /// returns `target`'s value. Only the new part of the graph is planned,
     /// so a model may read values mid-build and extend the graph.
     pub fn forward(&mut self, g: &mut Graph, store: &ParamStore, target: Expr) -> Result<Tensor> {
+        sheaf_tensor::denormals::prepare();
         let end = g.check(target, "forward")?.index() + 1;
         let start = g.evaluated();
         if start == 0 {

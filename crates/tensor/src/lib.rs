@@ -79,6 +79,9 @@ pub mod prelude {
     };
 }
 
+/// Subnormal floats flushed to zero on the threads that run kernels (see
+/// the module's docs); executors call [`denormals::prepare`].
+pub use sheaf_kernels_cpu::denormals;
 /// Optimizer configurations, shared with the kernel crate.
 pub use sheaf_kernels_cpu::optim::{Adagrad, Adam, Sgd};
 /// The kernel crate's error, the source of [`TensorError::Kernel`].
