@@ -48,11 +48,6 @@ struct Args {
     /// Seed of the initialisation and the epoch order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Train on the raw log solubility instead of the target standardised
-    /// with the training split's mean and deviation (RMSE is reported in
-    /// log mol/L either way).
-    #[arg(long)]
-    raw_target: bool,
 }
 
 fn parse_strategy(s: &str) -> Result<Strategy, String> {
@@ -103,29 +98,6 @@ fn run(a: Args) -> Result<(), String> {
     let test = all.split_off(n_train + n_val);
     let val = all.split_off(n_train);
     let train = all;
-    // The head regresses (y - mean) / sd of the training split, an affine
-    // change of units; errors are reported in log mol/L.
-    let (mean, sd) = if a.raw_target {
-        (0.0, 1.0)
-    } else {
-        let n = train.len().max(1) as f64;
-        let mean = train.iter().map(|m| f64::from(m.target)).sum::<f64>() / n;
-        let var = train
-            .iter()
-            .map(|m| (f64::from(m.target) - mean).powi(2))
-            .sum::<f64>()
-            / n;
-        (mean, var.sqrt().max(1e-6))
-    };
-    let standardise = |ms: Vec<Molecule>| -> Vec<Molecule> {
-        ms.into_iter()
-            .map(|mut m| {
-                m.target = ((f64::from(m.target) - mean) / sd) as f32;
-                m
-            })
-            .collect()
-    };
-    let (train, val, test) = (standardise(train), standardise(val), standardise(test));
     println!(
         "weave: {} molecules ({} train, {} validation, {} test, split seed {}), {} atom features, hidden {}, {}",
         raw.len(),
@@ -169,10 +141,10 @@ fn run(a: Args) -> Result<(), String> {
         }
         secs += t0.elapsed().as_secs_f64();
         seen += train.len();
-        let v = sd * rmse(&mut eval, &store, &val)?;
+        let v = rmse(&mut eval, &store, &val)?;
         println!(
             "epoch {epoch}: train RMSE {:.3}, validation RMSE {v:.3}, {:.0} molecules/s",
-            sd * (loss / train.len() as f64).sqrt(),
+            (loss / train.len() as f64).sqrt(),
             seen as f64 / secs
         );
         if v < best {
@@ -191,7 +163,7 @@ fn run(a: Args) -> Result<(), String> {
     for (p, v) in store.params().iter().zip(snapshot) {
         *store.value_mut(p).map_err(|e| e.to_string())? = v;
     }
-    let t = sd * rmse(&mut eval, &store, &test)?;
+    let t = rmse(&mut eval, &store, &test)?;
     println!(
         "best epoch {best_epoch}: validation RMSE {best:.3}, test RMSE {t:.3}; training {:.0} molecules/s",
         seen as f64 / secs
