@@ -318,59 +318,26 @@ impl TreeLstm {
     }
 }
 
-/// The leaf cell on gates `[3H]` (`i, o, u`): the fused
-/// [`Graph::tree_lstm_leaf`], or, with recurrent dropout `p > 0`, the same
-/// math from primitive ops with `c = σ(i) ⊙ dropout(tanh(u))` (Semeniuta
-/// et al. 2016: only the candidate is dropped, the memory is kept).
+/// The leaf cell on gates `[3H]` (`i, o, u`) with recurrent dropout `p`
+/// (Semeniuta et al. 2016: `c = σ(i) ⊙ dropout(tanh(u))`, only the
+/// candidate is dropped): [`Graph::tree_lstm_leaf`] for `p = 0`,
+/// [`Graph::tree_lstm_leaf_rd`] otherwise, both fused.
 pub fn leaf_cell(g: &mut Graph, gates: Expr, p: f32) -> Result<Expr> {
     if p == 0.0 {
-        return g.tree_lstm_leaf(gates);
+        g.tree_lstm_leaf(gates)
+    } else {
+        g.tree_lstm_leaf_rd(gates, p)
     }
-    let h = g.shape(gates)?.dims().first().copied().unwrap_or(0) / 3;
-    let part = |g: &mut Graph, k: usize| g.slice(gates, k * h, (k + 1) * h);
-    let (i, o, u) = (part(g, 0)?, part(g, 1)?, part(g, 2)?);
-    let (i, o, u) = (g.sigmoid(i)?, g.sigmoid(o)?, g.tanh(u)?);
-    let u = g.dropout(u, p)?;
-    let c = g.cmult(i, u)?;
-    finish_state(g, c, o)
 }
 
 /// The internal cell on gates `[5H]` (`i, f_l, f_r, o, u`) and the
-/// children's states: the fused [`Graph::tree_lstm_node`], or, with
-/// recurrent dropout `p > 0`, `c = σ(i) ⊙ dropout(tanh(u)) + σ(f_l) ⊙ c_l +
-/// σ(f_r) ⊙ c_r` from primitive ops.
+/// children's states with recurrent dropout `p` on the candidate (the
+/// children's memory is kept): [`Graph::tree_lstm_node`] for `p = 0`,
+/// [`Graph::tree_lstm_node_rd`] otherwise.
 pub fn node_cell(g: &mut Graph, gates: Expr, left: Expr, right: Expr, p: f32) -> Result<Expr> {
     if p == 0.0 {
-        return g.tree_lstm_node(gates, left, right);
+        g.tree_lstm_node(gates, left, right)
+    } else {
+        g.tree_lstm_node_rd(gates, left, right, p)
     }
-    let h = g.shape(gates)?.dims().first().copied().unwrap_or(0) / 5;
-    let part = |g: &mut Graph, k: usize| g.slice(gates, k * h, (k + 1) * h);
-    let (i, fl, fr, o, u) = (
-        part(g, 0)?,
-        part(g, 1)?,
-        part(g, 2)?,
-        part(g, 3)?,
-        part(g, 4)?,
-    );
-    let (i, fl, fr, o, u) = (
-        g.sigmoid(i)?,
-        g.sigmoid(fl)?,
-        g.sigmoid(fr)?,
-        g.sigmoid(o)?,
-        g.tanh(u)?,
-    );
-    let u = g.dropout(u, p)?;
-    let (cl, cr) = (g.cell_c(left)?, g.cell_c(right)?);
-    let new = g.cmult(i, u)?;
-    let kl = g.cmult(fl, cl)?;
-    let kr = g.cmult(fr, cr)?;
-    let c = g.sum(&[new, kl, kr])?;
-    finish_state(g, c, o)
-}
-
-/// The state `[c | σ(o) ⊙ tanh(c)]`.
-fn finish_state(g: &mut Graph, c: Expr, o: Expr) -> Result<Expr> {
-    let t = g.tanh(c)?;
-    let h = g.cmult(o, t)?;
-    g.concat(&[c, h])
 }

@@ -417,6 +417,10 @@ macro_rules! dispatch {
 const FWD: usize = CELLS_FWD_MIN_LEN;
 const BWD: usize = CELLS_BWD_MIN_LEN;
 
+// After the macros, which it uses.
+mod rd;
+pub(crate) use rd::{leaf_rd_bwd_rows, leaf_rd_fwd_rows, node_rd_bwd_rows, node_rd_fwd_rows};
+
 impl CpuKernels {
     /// LSTM forward, gates `[i, f, o, u]` (`[b, 4H]`, pre-activation):
     /// `c = s(i) t(u) + s(f) c_prev`, `h = s(o) tanh(c)`. `c_prev`, `c`, `h`

@@ -84,21 +84,33 @@ fn model(store: &mut ParamStore, rng: &mut Lcg, vocab: usize, e: usize, h: usize
 
 /// Builds one tree; returns its state and pushes a loss per node.
 fn build(g: &mut Graph, m: &Model, t: &Tree, label: u32, losses: &mut Vec<Expr>) -> Expr {
+    build_rd(g, m, t, label, losses, 0.0)
+}
+
+/// [`build`] with recurrent dropout of rate `p` in every cell.
+fn build_rd(
+    g: &mut Graph,
+    m: &Model,
+    t: &Tree,
+    label: u32,
+    losses: &mut Vec<Expr>,
+    p: f32,
+) -> Expr {
     let state = match t {
         Tree::Leaf(w) => {
             let (emb, wl, bl) = (g.param(&m.emb), g.param(&m.w_leaf), g.param(&m.b_leaf));
             let x = g.lookup(emb, *w).unwrap();
             let gates = g.affine(bl, &[(wl, x)]).unwrap();
-            g.tree_lstm_leaf(gates).unwrap()
+            g.tree_lstm_leaf_rd(gates, p).unwrap()
         }
         Tree::Node(l, r) => {
-            let sl = build(g, m, l, (label + 1) % 5, losses);
-            let sr = build(g, m, r, (label + 2) % 5, losses);
+            let sl = build_rd(g, m, l, (label + 1) % 5, losses, p);
+            let sr = build_rd(g, m, r, (label + 2) % 5, losses, p);
             let (hl, hr) = (g.cell_h(sl).unwrap(), g.cell_h(sr).unwrap());
             let hh = g.concat(&[hl, hr]).unwrap();
             let (u, bi) = (g.param(&m.u), g.param(&m.b_int));
             let gates = g.affine(bi, &[(u, hh)]).unwrap();
-            g.tree_lstm_node(gates, sl, sr).unwrap()
+            g.tree_lstm_node_rd(gates, sl, sr, p).unwrap()
         }
     };
     let h = g.cell_h(state).unwrap();
@@ -120,6 +132,20 @@ fn close(a: &[f32], b: &[f32], what: &str) {
 
 #[test]
 fn batched_tree_lstm_equals_sequential() {
+    batched_equals_sequential(0.0);
+}
+
+/// With recurrent dropout every node draws its mask from its own seed, so
+/// the batched executors still compute what Sequential does.
+#[test]
+fn batched_tree_lstm_with_recurrent_dropout_equals_sequential() {
+    batched_equals_sequential(0.3);
+}
+
+/// Values, parameter gradients, states and their gradients of a batch of
+/// random trees (recurrent dropout rate `p`, training mode, seed 5) under
+/// Depth and Agenda equal Sequential's.
+fn batched_equals_sequential(p: f32) {
     let mut rng = Lcg(7);
     let mut store = ParamStore::new();
     let m = model(&mut store, &mut rng, 50, 12, 7);
@@ -129,10 +155,11 @@ fn batched_tree_lstm_equals_sequential() {
     let run = |strategy: Option<Strategy>, store: &mut ParamStore| {
         store.zero_grads().unwrap();
         let mut g = Graph::new();
+        g.set_seed(5);
         let mut losses = Vec::new();
         let mut states = Vec::new();
         for (i, t) in trees.iter().enumerate() {
-            states.push(build(&mut g, &m, t, i as u32 % 5, &mut losses));
+            states.push(build_rd(&mut g, &m, t, i as u32 % 5, &mut losses, p));
         }
         let loss = g.sum(&losses).unwrap();
         let values: Vec<f32> = match strategy {

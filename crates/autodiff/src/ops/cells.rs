@@ -23,8 +23,9 @@ use std::sync::{Arc, LazyLock};
 
 use sheaf_tensor::{Backend, DType, Shape, Tensor, TensorError, TensorMut};
 
-use crate::error::Result;
+use crate::error::{GraphError, Result};
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
+use crate::ops::dropout::uniform;
 use crate::{Expr, Graph};
 
 /// Result of the kernel side (forward / backward).
@@ -345,6 +346,8 @@ impl Op for GruCell {
 // ----- Tree-LSTM -----
 
 /// Tree-LSTM leaf on gates `[3H]` (`i, o, u`); output the state `[2H]`.
+/// The attribute is the recurrent dropout rate's `f32` bits (0: none, the
+/// plain cell); with a rate the auxiliary buffer also holds the mask.
 struct TreeLstmLeaf;
 
 impl Op for TreeLstmLeaf {
@@ -358,8 +361,8 @@ impl Op for TreeLstmLeaf {
         }
         .ok_or_else(|| ShapeError::expected("gates [3H] (i, o, u), a vector with H >= 1"))
     }
-    fn aux_shape(&self, _out: &Shape, args: &[Shape], _attr: Attr) -> Option<Shape> {
-        args.first().copied()
+    fn aux_shape(&self, out: &Shape, args: &[Shape], attr: Attr) -> Option<Shape> {
+        aux_with_mask(out, args, attr)
     }
     fn forward(&self, cx: Forward<'_>) -> KResult<()> {
         let be = cx.backend;
@@ -368,8 +371,21 @@ impl Op for TreeLstmLeaf {
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
         let h = cx.out.row_len() / 2;
+        if cx.attr == 0 {
+            return write_states(be, cx.out, h, |c, hh| {
+                be.tree_lstm_leaf_fwd(gates, act, c, hh)
+            });
+        }
+        let mask = rd_mask(
+            self.name(),
+            cx.attr,
+            cx.train,
+            cx.seeds,
+            cx.out.num_rows(),
+            h,
+        )?;
         write_states(be, cx.out, h, |c, hh| {
-            be.tree_lstm_leaf_fwd(gates, act, c, hh)
+            be.tree_lstm_leaf_rd_fwd(gates, &mask, act, c, hh)
         })
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
@@ -382,8 +398,58 @@ impl Op for TreeLstmLeaf {
         let c = half(be, out, h, Half::C)?;
         let dc = half(be, dout, h, Half::C)?;
         let dh = half(be, dout, h, Half::H)?;
-        be.tree_lstm_leaf_bwd(act, &c, &dc, &dh, dgates.reborrow())
+        if cx.attr == 0 {
+            be.tree_lstm_leaf_bwd(act, &c, &dc, &dh, dgates.reborrow())
+        } else {
+            be.tree_lstm_leaf_rd_bwd(act, &c, &dc, &dh, dgates.reborrow())
+        }
     }
+}
+
+/// The auxiliary buffer of a Tree-LSTM cell: the activated gates, plus one
+/// `[H]` block for the recurrent dropout mask when the rate (attr) is not 0.
+fn aux_with_mask(out: &Shape, args: &[Shape], attr: Attr) -> Option<Shape> {
+    let gates = vec_len(args.first()?)?;
+    let extra = if attr == 0 { 0 } else { vec_len(out)? / 2 };
+    Some(Shape::from([gates + extra]))
+}
+
+/// The recurrent dropout factors of `b` instances `[b, H]`: in training each
+/// element is `1 / (1 - p)` with probability `1 - p`, else 0, drawn from the
+/// instance's seed exactly as [`Graph::dropout`] draws its mask (so a node
+/// computes the same alone or in a batch); all 1 in evaluation.
+fn rd_mask(
+    op: &'static str,
+    attr: Attr,
+    train: bool,
+    seeds: &[u64],
+    b: usize,
+    h: usize,
+) -> KResult<Tensor> {
+    let p = f32::from_bits(attr as u32);
+    if !(p > 0.0 && p < 1.0) {
+        return Err(TensorError::InvalidArgument {
+            op,
+            arg: "attr",
+            reason: "is not a recurrent dropout rate in (0, 1)",
+        });
+    }
+    if !train {
+        return Tensor::from_vec(vec![1.0f32; b * h], [b, h]);
+    }
+    if seeds.len() < b {
+        return Err(TensorError::InvalidArgument {
+            op,
+            arg: "seeds",
+            reason: "has fewer entries than the batch has instances",
+        });
+    }
+    let keep = 1.0 / (1.0 - p);
+    let mut mask = Vec::with_capacity(b * h);
+    for &seed in &seeds[..b] {
+        mask.extend((0..h as u64).map(|i| if uniform(seed, i) >= p { keep } else { 0.0 }));
+    }
+    Tensor::from_vec(mask, [b, h])
 }
 
 /// Binary Tree-LSTM internal node on gates `[5H]` (`i, f_l, f_r, o, u`)
@@ -406,8 +472,8 @@ impl Op for TreeLstmNode {
             "gates [5H] (i, f_l, f_r, o, u) and two child states [2H] (c | h), vectors with H >= 1",
         ))
     }
-    fn aux_shape(&self, _out: &Shape, args: &[Shape], _attr: Attr) -> Option<Shape> {
-        args.first().copied()
+    fn aux_shape(&self, out: &Shape, args: &[Shape], attr: Attr) -> Option<Shape> {
+        aux_with_mask(out, args, attr)
     }
     fn forward(&self, cx: Forward<'_>) -> KResult<()> {
         let be = cx.backend;
@@ -418,8 +484,21 @@ impl Op for TreeLstmNode {
         let h = cx.out.row_len() / 2;
         let c_l = half(be, left, h, Half::C)?;
         let c_r = half(be, right, h, Half::C)?;
+        if cx.attr == 0 {
+            return write_states(be, cx.out, h, |c, hh| {
+                be.tree_lstm_node_fwd(gates, &c_l, &c_r, act, c, hh)
+            });
+        }
+        let mask = rd_mask(
+            self.name(),
+            cx.attr,
+            cx.train,
+            cx.seeds,
+            cx.out.num_rows(),
+            h,
+        )?;
         write_states(be, cx.out, h, |c, hh| {
-            be.tree_lstm_node_fwd(gates, &c_l, &c_r, act, c, hh)
+            be.tree_lstm_node_rd_fwd(gates, &mask, &c_l, &c_r, act, c, hh)
         })
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
@@ -445,20 +524,27 @@ impl Op for TreeLstmNode {
         // The children's h enter only through the gates.
         let mut dc_l = Sink::new(be, dleft.as_mut(), b, h)?;
         let mut dc_r = Sink::new(be, dright.as_mut(), b, h)?;
-        be.tree_lstm_node_bwd(
-            act,
-            &c_l,
-            &c_r,
-            &c,
-            &dc,
-            &dh,
-            dg,
-            dc_l.view()?,
-            dc_r.view()?,
-        )?;
+        let (dcl, dcr) = (dc_l.view()?, dc_r.view()?);
+        if cx.attr == 0 {
+            be.tree_lstm_node_bwd(act, &c_l, &c_r, &c, &dc, &dh, dg, dcl, dcr)?;
+        } else {
+            be.tree_lstm_node_rd_bwd(act, &c_l, &c_r, &c, &dc, &dh, dg, dcl, dcr)?;
+        }
         drain(be, dc_l.into_buffer(), dleft.as_mut(), h)?;
         drain(be, dc_r.into_buffer(), dright.as_mut(), h)
     }
+}
+
+/// The attribute of a Tree-LSTM cell with recurrent dropout rate `p`: its
+/// `f32` bits (0 for both zeros, the plain cell's signature).
+fn rd_attr(op: &'static str, p: f32) -> Result<Attr> {
+    if !(0.0..1.0).contains(&p) {
+        return Err(GraphError::Data {
+            op,
+            what: format!("recurrent dropout rate {p} is outside [0, 1)"),
+        });
+    }
+    Ok(if p == 0.0 { 0 } else { p.to_bits() as Attr })
 }
 
 // ----- halves of a state -----
@@ -541,6 +627,37 @@ impl Graph {
     /// `h = σ(o) tanh(c)`. Returns the state `[c | h]` (`[2H]`).
     pub fn tree_lstm_node(&mut self, gates: Expr, left: Expr, right: Expr) -> Result<Expr> {
         self.apply_with_data(&TREE_NODE, &[gates, left, right], 0, 0)
+    }
+
+    /// [`Graph::tree_lstm_leaf`] with recurrent dropout (Semeniuta, Severyn
+    /// & Barth 2016) of rate `p` in `[0, 1)` on the candidate:
+    /// `c = σ(i) d(tanh(u))`, `d` inverted dropout in training mode (see
+    /// [`Graph::dropout`]: the mask comes from the node's seed, so it is the
+    /// same under every executor) and the identity in evaluation mode. The
+    /// rate is part of the node's signature; `p = 0` is exactly
+    /// [`Graph::tree_lstm_leaf`].
+    ///
+    /// Errors: `p` is not in `[0, 1)` ([`GraphError::Data`]).
+    pub fn tree_lstm_leaf_rd(&mut self, gates: Expr, p: f32) -> Result<Expr> {
+        let attr = rd_attr("tree_lstm_leaf", p)?;
+        self.apply_with_data(&TREE_LEAF, &[gates], attr, 0)
+    }
+
+    /// [`Graph::tree_lstm_node`] with recurrent dropout of rate `p` on the
+    /// candidate only (the children's memory is never dropped):
+    /// `c = σ(i) d(tanh(u)) + σ(f_l) c_l + σ(f_r) c_r`; as
+    /// [`Graph::tree_lstm_leaf_rd`].
+    ///
+    /// Errors: `p` is not in `[0, 1)` ([`GraphError::Data`]).
+    pub fn tree_lstm_node_rd(
+        &mut self,
+        gates: Expr,
+        left: Expr,
+        right: Expr,
+        p: f32,
+    ) -> Result<Expr> {
+        let attr = rd_attr("tree_lstm_node", p)?;
+        self.apply_with_data(&TREE_NODE, &[gates, left, right], attr, 0)
     }
 
     /// The memory cell `c` (`[H]`, a copy of the first half) of a cell

@@ -17,7 +17,7 @@ const NAME: &str = "dropout";
 
 /// Uniform in `[0, 1)` from element `i` of the stream `seed`: SplitMix64 of
 /// the counter, top 24 bits (exact in f32).
-fn uniform(seed: u64, i: u64) -> f32 {
+pub(crate) fn uniform(seed: u64, i: u64) -> f32 {
     let mut z = seed.wrapping_add(i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

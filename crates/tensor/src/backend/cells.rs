@@ -118,4 +118,61 @@ pub trait CellOps {
         dc_l: TensorMut<'_>,
         dc_r: TensorMut<'_>,
     ) -> Result<()>;
+
+    /// Tree-LSTM leaf with recurrent dropout ("tree_lstm_leaf_rd_fwd"):
+    /// `c = s(i) t(u) mask`, `h = s(o) tanh(c)`, `mask` `[b, H]` (0 or
+    /// `1 / (1 - p)` in training, 1 in evaluation); `act` `[b, 4H]` receives
+    /// the activated gates, then `mask` (backward reads it there).
+    fn tree_lstm_leaf_rd_fwd(
+        &self,
+        gates: &Tensor,
+        mask: &Tensor,
+        act: TensorMut<'_>,
+        c: TensorMut<'_>,
+        h: TensorMut<'_>,
+    ) -> Result<()>;
+
+    /// Backward of [`CellOps::tree_lstm_leaf_rd_fwd`]
+    /// ("tree_lstm_leaf_rd_bwd"), `act` `[b, 4H]`, into `dgates` `[b, 3H]`.
+    fn tree_lstm_leaf_rd_bwd(
+        &self,
+        act: &Tensor,
+        c: &Tensor,
+        dc: &Tensor,
+        dh: &Tensor,
+        dgates: TensorMut<'_>,
+    ) -> Result<()>;
+
+    /// Tree-LSTM internal node with recurrent dropout
+    /// ("tree_lstm_node_rd_fwd"): `c = s(i) t(u) mask + s(f_l) c_l +
+    /// s(f_r) c_r`, `h = s(o) tanh(c)`; `mask` as in
+    /// [`CellOps::tree_lstm_leaf_rd_fwd`], `act` `[b, 6H]`.
+    #[allow(clippy::too_many_arguments)]
+    fn tree_lstm_node_rd_fwd(
+        &self,
+        gates: &Tensor,
+        mask: &Tensor,
+        c_l: &Tensor,
+        c_r: &Tensor,
+        act: TensorMut<'_>,
+        c: TensorMut<'_>,
+        h: TensorMut<'_>,
+    ) -> Result<()>;
+
+    /// Backward of [`CellOps::tree_lstm_node_rd_fwd`]
+    /// ("tree_lstm_node_rd_bwd"), `act` `[b, 6H]`, into `dgates` `[b, 5H]`,
+    /// `dc_l` and `dc_r`.
+    #[allow(clippy::too_many_arguments)]
+    fn tree_lstm_node_rd_bwd(
+        &self,
+        act: &Tensor,
+        c_l: &Tensor,
+        c_r: &Tensor,
+        c: &Tensor,
+        dc: &Tensor,
+        dh: &Tensor,
+        dgates: TensorMut<'_>,
+        dc_l: TensorMut<'_>,
+        dc_r: TensorMut<'_>,
+    ) -> Result<()>;
 }

@@ -257,4 +257,132 @@ impl CellOps for CpuBackend {
             .tree_lstm_node_bwd(act, c_l, c_r, c, dc, dh, cell.h, dgates, dc_l, dc_r)
             .map_err(TensorError::kernel(OP))
     }
+
+    fn tree_lstm_leaf_rd_fwd(
+        &self,
+        gates: &Tensor,
+        mask: &Tensor,
+        act: TensorMut<'_>,
+        c: TensorMut<'_>,
+        h: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_leaf_rd_fwd";
+        let cell = Cell::new(OP, "c", c.shape())?;
+        cell.gates("gates", 3, gates.shape())?;
+        cell.state("mask", mask.shape())?;
+        cell.gates("act", 4, act.shape())?;
+        cell.state("h", h.shape())?;
+        let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
+        let (act, c, h) = (
+            f32_out(OP, "act", act)?,
+            f32_out(OP, "c", c)?,
+            f32_out(OP, "h", h)?,
+        );
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_leaf_rd_fwd(gates, mask, cell.h, act, c, h)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_leaf_rd_bwd(
+        &self,
+        act: &Tensor,
+        c: &Tensor,
+        dc: &Tensor,
+        dh: &Tensor,
+        dgates: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_leaf_rd_bwd";
+        let cell = Cell::new(OP, "c", c.shape())?;
+        cell.gates("act", 4, act.shape())?;
+        cell.state("dc", dc.shape())?;
+        cell.state("dh", dh.shape())?;
+        cell.gates("dgates", 3, dgates.shape())?;
+        let (act, c) = (f32_in(OP, "act", act)?, f32_in(OP, "c", c)?);
+        let (dc, dh) = (f32_in(OP, "dc", dc)?, f32_in(OP, "dh", dh)?);
+        let dgates = f32_out(OP, "dgates", dgates)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_leaf_rd_bwd(act, c, dc, dh, cell.h, dgates)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_node_rd_fwd(
+        &self,
+        gates: &Tensor,
+        mask: &Tensor,
+        c_l: &Tensor,
+        c_r: &Tensor,
+        act: TensorMut<'_>,
+        c: TensorMut<'_>,
+        h: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_node_rd_fwd";
+        let cell = Cell::new(OP, "c_l", c_l.shape())?;
+        Check(OP).same(c_l.shape(), c_r.shape())?;
+        cell.gates("gates", 5, gates.shape())?;
+        cell.state("mask", mask.shape())?;
+        cell.gates("act", 6, act.shape())?;
+        cell.state("c", c.shape())?;
+        cell.state("h", h.shape())?;
+        let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
+        let (c_l, c_r) = (f32_in(OP, "c_l", c_l)?, f32_in(OP, "c_r", c_r)?);
+        let (act, c, h) = (
+            f32_out(OP, "act", act)?,
+            f32_out(OP, "c", c)?,
+            f32_out(OP, "h", h)?,
+        );
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_node_rd_fwd(gates, mask, c_l, c_r, cell.h, act, c, h)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_node_rd_bwd(
+        &self,
+        act: &Tensor,
+        c_l: &Tensor,
+        c_r: &Tensor,
+        c: &Tensor,
+        dc: &Tensor,
+        dh: &Tensor,
+        dgates: TensorMut<'_>,
+        dc_l: TensorMut<'_>,
+        dc_r: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_node_rd_bwd";
+        let cell = Cell::new(OP, "c_l", c_l.shape())?;
+        Check(OP).same(c_l.shape(), c_r.shape())?;
+        cell.gates("act", 6, act.shape())?;
+        cell.state("c", c.shape())?;
+        cell.state("dc", dc.shape())?;
+        cell.state("dh", dh.shape())?;
+        cell.gates("dgates", 5, dgates.shape())?;
+        cell.state("dc_l", dc_l.shape())?;
+        cell.state("dc_r", dc_r.shape())?;
+        let (act, c_l, c_r) = (
+            f32_in(OP, "act", act)?,
+            f32_in(OP, "c_l", c_l)?,
+            f32_in(OP, "c_r", c_r)?,
+        );
+        let (c, dc, dh) = (
+            f32_in(OP, "c", c)?,
+            f32_in(OP, "dc", dc)?,
+            f32_in(OP, "dh", dh)?,
+        );
+        let dgates = f32_out(OP, "dgates", dgates)?;
+        let (dc_l, dc_r) = (f32_out(OP, "dc_l", dc_l)?, f32_out(OP, "dc_r", dc_r)?);
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_node_rd_bwd(act, c_l, c_r, c, dc, dh, cell.h, dgates, dc_l, dc_r)
+            .map_err(TensorError::kernel(OP))
+    }
 }

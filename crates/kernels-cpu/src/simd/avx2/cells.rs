@@ -33,4 +33,8 @@ avx2_build! {
     leaf_bwd_rows(4, 1);
     node_fwd_rows(3, 3);
     node_bwd_rows(6, 3);
+    leaf_rd_fwd_rows(2, 3);
+    leaf_rd_bwd_rows(4, 1);
+    node_rd_fwd_rows(4, 3);
+    node_rd_bwd_rows(6, 3);
 }
