@@ -11,4 +11,5 @@ mod leaf;
 mod matmul;
 mod reduce;
 mod reshape;
+mod sequence;
 mod softmax;
