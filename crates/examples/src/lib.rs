@@ -9,4 +9,5 @@ pub mod model;
 pub mod plot;
 pub mod sst;
 pub mod state;
+pub mod sumstr;
 pub mod train;
