@@ -96,7 +96,7 @@ pub struct Config {
     pub test: usize,
     /// Passes over the training set.
     pub epochs: usize,
-    /// Adam's learning rate.
+    /// Adam's initial learning rate (decays linearly to a tenth).
     pub lr: f32,
     /// Data and initialisation seed.
     pub seed: u64,
@@ -348,6 +348,9 @@ pub fn train(cfg: &Config, mut progress: impl FnMut(usize, f32)) -> Result<Repor
     let mut busy = 0.0f64;
     let mut seen = 0usize;
     for epoch in 0..cfg.epochs {
+        // Linear decay to a tenth: Adam at a constant rate oscillates on
+        // this task late in training (held-out MAE jumping 0.3 <-> 2).
+        opt.set_lr(cfg.lr * (1.0 - 0.9 * epoch as f32 / cfg.epochs.max(1) as f32));
         for i in (1..order.len()).rev() {
             order.swap(i, rng.random_range(0..=i));
         }

@@ -52,7 +52,7 @@ struct Cli {
     /// Hidden size of both GRU layers.
     #[arg(long, default_value_t = 32)]
     hidden: usize,
-    /// Adam learning rate.
+    /// Initial Adam learning rate (decays linearly to a tenth).
     #[arg(long, default_value_t = 0.01)]
     lr: f32,
     /// Seed of the data and the initialisation.
