@@ -5,7 +5,11 @@ use sheaf_examples::sumstr::{Example, SYMBOLS};
 
 /// Length mixes (name, shortest, longest): the W6 range, and narrow short
 /// and long ones, to show where each strategy wins.
-pub const MIXES: [(&str, usize, usize); 3] = [("wide 3-41", 3, 41), ("short 3-9", 3, 9), ("long 35-41", 35, 41)];
+pub const MIXES: [(&str, usize, usize); 3] = [
+    ("wide 3-41", 3, 41),
+    ("short 3-9", 3, 9),
+    ("long 35-41", 35, 41),
+];
 
 /// Useful training FLOPs of one string with hidden size `h`: per valid
 /// step, the two layers' input and recurrent products plus nothing for the

@@ -1,6 +1,6 @@
 //! `cargo xtask bench W6 [--quick]`: the "sum of a string" 2-layer GRU
-//! (hidden 32, batch 32, Adam), training strings/s for length bucketing
-//! (spacing 1.5) and agenda batching over three length mixes, with the
+//! (hidden 32, batch 32 or `--batch`, Adam), training strings/s for length bucketing
+//! (spacing 1.5, `--spacing`) and agenda batching over three length mixes, with the
 //! padding fraction and a check that the bucketed (padded, masked) loss
 //! equals the unpadded sequential one.
 
@@ -21,6 +21,9 @@ struct Args {
     /// 512 timed strings per run instead of 2048.
     #[arg(long)]
     quick: bool,
+    /// Strings per update.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
     /// Bucket spacing.
     #[arg(long, default_value_t = 1.5)]
     spacing: f64,
@@ -29,12 +32,16 @@ struct Args {
     out: Option<std::path::PathBuf>,
 }
 
-const BATCH: usize = 32;
 const HIDDEN: usize = 32;
 const WARM: usize = 128;
 
 /// Seconds to train on `timed` after `warm`, and the padding fraction.
-fn time(mode: Mode, warm: &[Example], timed: &[Example]) -> Result<(f64, f64), String> {
+fn time(
+    mode: Mode,
+    batch: usize,
+    warm: &[Example],
+    timed: &[Example],
+) -> Result<(f64, f64), String> {
     let mut store = ParamStore::new();
     let model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
     let mut opt = Optimizer::adam(Adam {
@@ -43,9 +50,11 @@ fn time(mode: Mode, warm: &[Example], timed: &[Example]) -> Result<(f64, f64), S
     });
     let mut runner = Runner::new(mode).map_err(|e| e.to_string())?;
     let mut go = |data: &[Example], runner: &mut Runner| -> Result<(), String> {
-        for chunk in data.chunks(BATCH) {
+        for chunk in data.chunks(batch) {
             let batch: Vec<&Example> = chunk.iter().collect();
-            runner.run(&model, &store, &batch).map_err(|e| e.to_string())?;
+            runner
+                .run(&model, &store, &batch)
+                .map_err(|e| e.to_string())?;
             opt.step(&mut store).map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -67,17 +76,30 @@ fn loss_gap(spacing: f64, batch: &[Example]) -> Result<f64, String> {
         let model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
         let refs: Vec<&Example> = batch.iter().collect();
         let mut r = Runner::new(mode).map_err(|e| e.to_string())?;
-        losses.push(f64::from(r.run(&model, &store, &refs).map_err(|e| e.to_string())?));
+        losses.push(f64::from(
+            r.run(&model, &store, &refs).map_err(|e| e.to_string())?,
+        ));
     }
     Ok((losses[0] - losses[1]).abs() / losses[1].abs().max(1e-12))
 }
 
 fn main() {
     let args = Args::parse();
+    if args.batch == 0 {
+        eprintln!("--batch must be at least 1");
+        std::process::exit(2);
+    }
     let n = if args.quick { 512 } else { 2048 };
-    let peak = sgemm_peak_gflops(1, if args.quick { Budget::quick() } else { Budget::full() });
+    let peak = sgemm_peak_gflops(
+        1,
+        if args.quick {
+            Budget::quick()
+        } else {
+            Budget::full()
+        },
+    );
     let mut report = Report::new();
-    println!("W6: sum of a string, 2-layer GRU H {HIDDEN}, batch {BATCH}, {n} timed strings, 1 thread, sgemm peak {peak:.1} GFLOP/s");
+    println!("W6: sum of a string, 2-layer GRU H {HIDDEN}, batch {}, {n} timed strings, 1 thread, sgemm peak {peak:.1} GFLOP/s", args.batch);
     println!(
         "{:>11} {:>8} {:>10} {:>9} {:>8} {:>10}",
         "mix", "impl", "strings/s", "GFLOP/s", "padding", "loss gap"
@@ -86,21 +108,26 @@ fn main() {
         let data = generate(WARM + n, 7, lo, hi);
         let (warm, timed) = data.split_at(WARM);
         let flops: f64 = timed.iter().map(|e| train_flops(e, HIDDEN)).sum();
-        let gap = loss_gap(args.spacing, &timed[..BATCH]).unwrap_or_else(|e| {
-            eprintln!("{e}");
-            std::process::exit(1)
-        });
+        let gap =
+            loss_gap(args.spacing, &timed[..args.batch.min(timed.len())]).unwrap_or_else(|e| {
+                eprintln!("{e}");
+                std::process::exit(1)
+            });
         for (name, mode) in [
             ("bucket", Mode::Bucket(args.spacing)),
             ("agenda", Mode::Dynamic(Strategy::Agenda)),
         ] {
-            let (secs, pad) = time(mode, warm, timed).unwrap_or_else(|e| {
+            let (secs, pad) = time(mode, args.batch, warm, timed).unwrap_or_else(|e| {
                 eprintln!("{name}: {e}");
                 std::process::exit(1)
             });
             let rate = n as f64 / secs;
             let gflops = flops / secs / 1e9;
-            let gap_note = if name == "bucket" { format!("{gap:.1e}") } else { "-".into() };
+            let gap_note = if name == "bucket" {
+                format!("{gap:.1e}")
+            } else {
+                "-".into()
+            };
             println!(
                 "{mix:>11} {name:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10}",
                 100.0 * pad
@@ -109,9 +136,31 @@ fn main() {
                 "lengths {lo}-{hi}, spacing {}, padding fraction {pad:.4}, bucketed vs unpadded loss rel. diff {gap:.2e}",
                 args.spacing
             );
-            report.add("W6", name, 1, BATCH, "throughput", rate, "strings/s", peak, Some(gflops), &notes);
+            report.add(
+                "W6",
+                name,
+                1,
+                args.batch,
+                "throughput",
+                rate,
+                "strings/s",
+                peak,
+                Some(gflops),
+                &notes,
+            );
             if name == "bucket" {
-                report.add("W6", name, 1, BATCH, "padding_fraction", pad, "fraction", peak, None, &notes);
+                report.add(
+                    "W6",
+                    name,
+                    1,
+                    args.batch,
+                    "padding_fraction",
+                    pad,
+                    "fraction",
+                    peak,
+                    None,
+                    &notes,
+                );
             }
         }
     }
@@ -120,5 +169,9 @@ fn main() {
         eprintln!("cannot write {}: {e}", path.display());
         std::process::exit(1);
     }
-    println!("appended {} results to {}", report.records().len(), path.display());
+    println!(
+        "appended {} results to {}",
+        report.records().len(),
+        path.display()
+    );
 }

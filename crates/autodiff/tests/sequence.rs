@@ -131,12 +131,30 @@ fn sequence_errors() {
         "sequence_last: length 5 is outside 1..=4 for a sequence of shape [4, 2]"
     );
     let err = g.sequence_last(x, 0).unwrap_err();
-    assert!(matches!(err, GraphError::Data { op: "sequence_last", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            GraphError::Data {
+                op: "sequence_last",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(g.sequence_mask(x, 5, 0.0).is_err());
     assert!(g.sequence_reverse(x, 5).is_err());
     let v = g.input(tensor(&[4], 0.0));
     let err = g.sequence_last(v, 1).unwrap_err();
-    assert!(matches!(err, GraphError::Shape { op: "sequence_last", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            GraphError::Shape {
+                op: "sequence_last",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("[4]"), "{err}");
     // A zero-length sequence [0, 2]: masks and sums are fine, last is not.
     let empty = g.input(Tensor::from_vec(Vec::<f32>::new(), [0, 2]).unwrap());

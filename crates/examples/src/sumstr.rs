@@ -267,7 +267,10 @@ impl Runner {
                 model.loss(g, batch[i], t).map_err(|e| {
                     let msg = e.to_string();
                     err = Some(e);
-                    sheaf_autodiff::GraphError::Data { op: "sumstr", what: msg }
+                    sheaf_autodiff::GraphError::Data {
+                        op: "sumstr",
+                        what: msg,
+                    }
                 })
             });
             if let Some(e) = err {
@@ -333,7 +336,12 @@ pub fn train(cfg: &Config, mut progress: impl FnMut(usize, f32)) -> Result<Repor
         )));
     }
     let train = generate(cfg.train, cfg.seed, cfg.min_len, cfg.max_len);
-    let test = generate(cfg.test, cfg.seed.wrapping_add(1_000_003), cfg.min_len, cfg.max_len);
+    let test = generate(
+        cfg.test,
+        cfg.seed.wrapping_add(1_000_003),
+        cfg.min_len,
+        cfg.max_len,
+    );
     let mut store = ParamStore::new();
     let model = Model::new(&mut store, cfg.hidden, cfg.seed)?;
     let mut opt = Optimizer::adam(Adam {

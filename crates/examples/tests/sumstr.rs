@@ -13,7 +13,11 @@ fn data_is_deterministic_and_in_range() {
     for ex in &a {
         let n = ex.chars.len();
         assert!((3..=41).contains(&n) && n % 2 == 1, "{}", ex.text());
-        let want: u32 = ex.text().split('+').map(|d| d.parse::<u32>().unwrap()).sum();
+        let want: u32 = ex
+            .text()
+            .split('+')
+            .map(|d| d.parse::<u32>().unwrap())
+            .sum();
         assert_eq!(ex.sum, want as f32, "{}", ex.text());
     }
     let lens: std::collections::BTreeSet<usize> = a.iter().map(|e| e.chars.len()).collect();
@@ -39,7 +43,10 @@ fn bucketed_loss_equals_unpadded() {
         losses.push(r.run(&model, &store, &batch).unwrap());
     }
     for l in &losses[..3] {
-        assert!((l - losses[3]).abs() <= 1e-4 * losses[3].abs(), "{losses:?}");
+        assert!(
+            (l - losses[3]).abs() <= 1e-4 * losses[3].abs(),
+            "{losses:?}"
+        );
     }
 }
 

@@ -162,11 +162,7 @@ impl Bucketing {
             self.exec.backward(g, store, loss)?;
             let mut s = self.exec.stats().clone();
             s.total_steps = bucket.len * bucket.members.len();
-            s.padded_steps = bucket
-                .members
-                .iter()
-                .map(|&i| bucket.len - lens[i])
-                .sum();
+            s.padded_steps = bucket.members.iter().map(|&i| bucket.len - lens[i]).sum();
             self.stats.absorb(&s);
         }
         self.exec.cache_plans_as(None);

@@ -25,7 +25,8 @@ struct Gru {
 
 fn gru(store: &mut ParamStore, seed: u64) -> Gru {
     let mut rng = Lcg(seed);
-    let mut add = |name: &str, shape: &[usize]| store.add(name, tensor(&mut rng, shape, 0.5)).unwrap();
+    let mut add =
+        |name: &str, shape: &[usize]| store.add(name, tensor(&mut rng, shape, 0.5)).unwrap();
     Gru {
         w: add("w", &[3 * H, F]),
         bw: add("bw", &[3 * H]),
@@ -103,7 +104,11 @@ fn unpadded(store: &mut ParamStore, m: &Gru, lens: &[usize]) -> (f32, Vec<Vec<f3
     for (i, &len) in lens.iter().enumerate() {
         let mut g = Graph::new();
         let loss = model(&mut g, m, i, len, len, false).unwrap();
-        total += Sequential::new().forward(&mut g, store, loss).unwrap().to_vec::<f32>().unwrap()[0];
+        total += Sequential::new()
+            .forward(&mut g, store, loss)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()[0];
         Sequential::new().backward(&mut g, store, loss).unwrap();
     }
     (total, grads(store, m))
@@ -119,7 +124,9 @@ fn bucketed(
     store.zero_grads().unwrap();
     let mut g = Graph::new();
     let loss = b
-        .step(&mut g, store, lens, |g, i, t| model(g, m, i, lens[i], t, bug))
+        .step(&mut g, store, lens, |g, i, t| {
+            model(g, m, i, lens[i], t, bug)
+        })
         .unwrap();
     (loss, grads(store, m))
 }
@@ -205,10 +212,22 @@ fn bucket_boundaries() {
     assert_eq!(
         b.buckets(&[3, 1, 4, 9, 2]).unwrap(),
         [
-            Bucket { len: 1, members: vec![1] },
-            Bucket { len: 2, members: vec![4] },
-            Bucket { len: 4, members: vec![0, 2] },
-            Bucket { len: 16, members: vec![3] },
+            Bucket {
+                len: 1,
+                members: vec![1]
+            },
+            Bucket {
+                len: 2,
+                members: vec![4]
+            },
+            Bucket {
+                len: 4,
+                members: vec![0, 2]
+            },
+            Bucket {
+                len: 16,
+                members: vec![3]
+            },
         ]
     );
 }
@@ -217,10 +236,17 @@ fn bucket_boundaries() {
 fn bucketing_errors() {
     let b = Bucketing::new(2.0).unwrap();
     let err = b.buckets(&[]).unwrap_err();
-    assert_eq!(err.to_string(), "bucketing: no sequences to bucket (empty batch)");
+    assert_eq!(
+        err.to_string(),
+        "bucketing: no sequences to bucket (empty batch)"
+    );
     let err = b.buckets(&[4, 0]).unwrap_err();
     assert!(matches!(err, SchedError::Bucket { .. }));
-    assert!(err.to_string().starts_with("bucketing: instance 1: bucketing: a sequence of length 0"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("bucketing: instance 1: bucketing: a sequence of length 0"),
+        "{err}"
+    );
     for s in [1.0, 0.5, f64::NAN, f64::INFINITY] {
         assert!(Bucketing::new(s).is_err(), "spacing {s}");
     }

@@ -106,7 +106,9 @@ impl Op for Seq {
             let xr = &xs[r * t_len * w..(r + 1) * t_len * w];
             match self {
                 Seq::Last => {
-                    let dst = out.get_mut(r * w..(r + 1) * w).ok_or_else(|| bad_args(name))?;
+                    let dst = out
+                        .get_mut(r * w..(r + 1) * w)
+                        .ok_or_else(|| bad_args(name))?;
                     let start = len.saturating_sub(1) * w;
                     dst.copy_from_slice(&xr[start..start + w]);
                 }
