@@ -8,3 +8,4 @@ pub mod measure;
 pub mod peak;
 pub mod report;
 pub mod w1;
+pub mod w6;

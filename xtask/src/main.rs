@@ -3,6 +3,7 @@
 //! - `cargo xtask bench kernels [--quick]`: CPU kernel figures next to the
 //!   same-run sgemm peak, appended to `target/bench/results.jsonl`.
 //! - `cargo xtask bench W1 [--quick]`: Tree-LSTM training on SST per strategy.
+//! - `cargo xtask bench W6 [--quick]`: sum-of-a-string GRU, bucketing vs. agenda.
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -40,6 +41,9 @@ enum Suite {
     /// W1: Tree-LSTM training on SST, trees/s per strategy.
     #[value(name = "W1", alias = "w1")]
     W1,
+    /// W6: variable-length sequences, bucketing vs. agenda.
+    #[value(name = "W6", alias = "w6")]
+    W6,
 }
 
 fn main() -> ExitCode {
@@ -65,7 +69,11 @@ fn main() -> ExitCode {
                         cmd.arg("--quick");
                     }
                 }
-                Suite::W1 => {
+                Suite::W1 | Suite::W6 => {
+                    let bin = match suite {
+                        Suite::W1 => "bench-w1",
+                        _ => "bench-w6",
+                    };
                     cmd.args([
                         "run",
                         "--release",
@@ -73,7 +81,7 @@ fn main() -> ExitCode {
                         "-p",
                         "sheaf-benches",
                         "--bin",
-                        "bench-w1",
+                        bin,
                         "--",
                     ]);
                     if quick {

@@ -4,7 +4,9 @@
 //! ([`tree_lstm_blocks`]). The TensorFlow Fold paper's other models, each
 //! with blocks and directly on the graph: [`text2vec`], [`attention`]
 //! (feed-forward attention on the addition problem) and [`weave`] (graph
-//! convolutions on the ESOL molecules of [`molecules`]).
+//! convolutions on the ESOL molecules of [`molecules`]). [`sumstr`]: the
+//! "sum of a string" task (W6), under dynamic batching or length
+//! bucketing.
 
 pub mod attention;
 pub mod config;
@@ -16,6 +18,7 @@ pub mod molecules;
 pub mod plot;
 pub mod sst;
 pub mod state;
+pub mod sumstr;
 pub mod text2vec;
 pub mod train;
 pub mod tree_lstm_blocks;

@@ -30,6 +30,10 @@ pub enum SchedError {
         #[source]
         source: Box<TensorError>,
     },
+    /// Bucketing was given input it cannot bucket (no sequences, a
+    /// zero-length sequence, a spacing that does not grow).
+    #[error("bucketing: {what}")]
+    Bucket { what: String },
     /// NaN / infinity checking is on and a batch produced one.
     #[error("{op} (node {node}) produced a non-finite value ({value}) in its {what}")]
     NonFinite {

@@ -68,6 +68,9 @@ pub struct Executor {
     pub(crate) grads: Vec<Option<Tensor>>,
     pub(crate) arena: Arena,
     pub(crate) stats: PlanStats,
+    /// Plans kept by [`Executor::cache_plans_as`]: (key, nodes) -> plan.
+    plan_cache: rustc_hash::FxHashMap<(u64, usize), Plan>,
+    cache_key: Option<u64>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -116,6 +119,8 @@ impl Executor {
             grads: Vec::new(),
             arena: Arena::default(),
             stats: PlanStats::default(),
+            plan_cache: rustc_hash::FxHashMap::default(),
+            cache_key: None,
         }
     }
 
@@ -144,6 +149,28 @@ impl Executor {
     /// The plans run since the graph was last cleared.
     pub fn plans(&self) -> &[Plan] {
         &self.plans
+    }
+
+    /// Reuses plans across graphs of one structure: while a key is set,
+    /// the plan of a whole graph (a forward from an unevaluated graph) is
+    /// kept under (key, node count), and a later graph with the same key
+    /// and node count runs that plan instead of planning again, after a
+    /// linear check that every batch's nodes still carry its signature
+    /// (a mismatch plans afresh). Bucketing keys by bucket length, so the
+    /// unrolled plan of a length is made once. `None` turns it off.
+    pub fn cache_plans_as(&mut self, key: Option<u64>) {
+        self.cache_key = key;
+    }
+
+    /// The cached plan for this graph, if one fits it.
+    fn cached_plan(&self, g: &Graph, end: usize) -> Option<Plan> {
+        let p = self.plan_cache.get(&(self.cache_key?, end))?;
+        let fits = p.batches.iter().all(|b| {
+            b.nodes.iter().all(|&n| {
+                n.index() < end && g.node(n).kind() == NodeKind::Op && g.node(n).sig() == b.sig
+            })
+        });
+        fits.then(|| p.clone())
     }
 
     /// Starts a new graph: the last step's buffers go back to the arena
@@ -216,7 +243,24 @@ impl Executor {
             }
             let t0 = Instant::now();
             let _span = tracing::debug_span!("plan", strategy = self.active.name()).entered();
-            let p = plan(g, start, end, self.active);
+            let cached = if start == 0 {
+                self.cached_plan(g, end)
+            } else {
+                None
+            };
+            let p = match cached {
+                Some(p) => {
+                    self.stats.plan_cache_hits += 1;
+                    p
+                }
+                None => {
+                    let p = plan(g, start, end, self.active);
+                    if let (0, Some(key)) = (start, self.cache_key) {
+                        self.plan_cache.insert((key, end), p.clone());
+                    }
+                    p
+                }
+            };
             drop(_span);
             self.stats.planning += t0.elapsed();
             let t1 = Instant::now();

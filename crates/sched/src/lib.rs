@@ -6,18 +6,27 @@
 //! equal depth) and `Agenda` (DyNet: a ready-node agenda that runs the
 //! signature with the lowest mean depth). Switching strategy changes no
 //! model code: it is one argument of [`Executor::new`].
+//!
+//! Bucketing (MXNet / Wolfram) is the third strategy, but a runner,
+//! [`Bucketing`], rather than a [`Strategy`] variant: it decides how graphs
+//! are BUILT (instances grouped by length into logarithmic buckets and
+//! padded), not how a built graph is planned. The model is one function of
+//! (instance, padded length); padding-invariant sequence ops keep results
+//! equal to the unpadded run. See the `bucket` module docs.
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
 mod arena;
 mod auto;
 mod backward;
+mod bucket;
 mod dot;
 mod error;
 mod exec;
 mod plan;
 mod stats;
 
+pub use bucket::{Bucket, Bucketing};
 pub use error::{Result, SchedError};
 pub use exec::Executor;
 pub use plan::{plan, Batch, Plan, Strategy};

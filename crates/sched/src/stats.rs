@@ -37,12 +37,53 @@ pub struct PlanStats {
     pub planning: Duration,
     /// Time spent running batches (gathers included).
     pub kernels: Duration,
+    /// Forwards that reused a cached plan ([`crate::Executor::cache_plans_as`]).
+    pub plan_cache_hits: usize,
+    /// Bucketing: sequence steps that are padding (filled in by
+    /// [`crate::Bucketing`]; 0 for other runs).
+    pub padded_steps: usize,
+    /// Bucketing: all sequence steps run, padding included.
+    pub total_steps: usize,
 }
 
 impl PlanStats {
     /// Mean nodes per kernel call.
     pub fn mean_batch(&self) -> f64 {
         self.nodes as f64 / self.batches.max(1) as f64
+    }
+
+    /// Padded elements / all elements of the step's sequences (steps of one
+    /// model all have one width, so this is also padded / all steps); 0
+    /// when nothing was padded.
+    pub fn padding_fraction(&self) -> f64 {
+        self.padded_steps as f64 / self.total_steps.max(1) as f64
+    }
+
+    /// Adds the counts of another run (a bucket of the same step) to
+    /// these; the arena figures keep the larger.
+    pub fn absorb(&mut self, o: &PlanStats) {
+        self.nodes += o.nodes;
+        self.batches += o.batches;
+        self.max_batch = self.max_batch.max(o.max_batch);
+        for (op, (b, n)) in &o.per_op {
+            let e = self.per_op.entry(op).or_insert((0, 0));
+            e.0 += b;
+            e.1 += n;
+        }
+        self.unbatchable += o.unbatchable;
+        self.gathered_bytes += o.gathered_bytes;
+        for (op, b) in &o.gathered_per_op {
+            *self.gathered_per_op.entry(op).or_insert(0) += b;
+        }
+        self.avoided_bytes += o.avoided_bytes;
+        self.arena_bytes = self.arena_bytes.max(o.arena_bytes);
+        self.arena_fresh_bytes += o.arena_fresh_bytes;
+        self.arena_peak_bytes = self.arena_peak_bytes.max(o.arena_peak_bytes);
+        self.planning += o.planning;
+        self.kernels += o.kernels;
+        self.plan_cache_hits += o.plan_cache_hits;
+        self.padded_steps += o.padded_steps;
+        self.total_steps += o.total_steps;
     }
 }
 
@@ -64,6 +105,16 @@ impl fmt::Display for PlanStats {
             self.planning,
             self.kernels
         )?;
+        if self.total_steps > 0 || self.plan_cache_hits > 0 {
+            writeln!(
+                f,
+                "  bucketing: {} of {} steps padding ({:.1}%), {} cached plan(s) reused",
+                self.padded_steps,
+                self.total_steps,
+                100.0 * self.padding_fraction(),
+                self.plan_cache_hits
+            )?;
+        }
         for (op, (b, n)) in &self.per_op {
             let gathered = self.gathered_per_op.get(op).copied().unwrap_or(0);
             writeln!(

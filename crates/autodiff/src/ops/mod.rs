@@ -13,4 +13,5 @@ mod matmul;
 mod maximum;
 mod reduce;
 mod reshape;
+mod sequence;
 mod softmax;

@@ -1,0 +1,177 @@
+//! `cargo xtask bench W6 [--quick]`: the "sum of a string" 2-layer GRU
+//! (hidden 32, batch 32 or `--batch`, Adam), training strings/s for length bucketing
+//! (spacing 1.5, `--spacing`) and agenda batching over three length mixes, with the
+//! padding fraction and a check that the bucketed (padded, masked) loss
+//! equals the unpadded sequential one.
+
+use std::time::Instant;
+
+use clap::Parser;
+use sheaf_autodiff::{Adam, Optimizer, ParamStore};
+use sheaf_benches::measure::Budget;
+use sheaf_benches::peak::sgemm_peak_gflops;
+use sheaf_benches::report::{default_results_path, Report};
+use sheaf_benches::w6::{train_flops, MIXES};
+use sheaf_examples::sumstr::{generate, Example, Mode, Model, Runner};
+use sheaf_sched::Strategy;
+
+#[derive(Parser, Debug)]
+#[command(about = "W6: sum of a string, bucketing vs. agenda")]
+struct Args {
+    /// 512 timed strings per run instead of 2048.
+    #[arg(long)]
+    quick: bool,
+    /// Strings per update.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Bucket spacing.
+    #[arg(long, default_value_t = 1.5)]
+    spacing: f64,
+    /// Where to append the JSON lines.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+const HIDDEN: usize = 32;
+const WARM: usize = 128;
+
+/// Seconds to train on `timed` after `warm`, and the padding fraction.
+fn time(
+    mode: Mode,
+    batch: usize,
+    warm: &[Example],
+    timed: &[Example],
+) -> Result<(f64, f64), String> {
+    let mut store = ParamStore::new();
+    let model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
+    let mut opt = Optimizer::adam(Adam {
+        lr: 0.01,
+        ..Adam::default()
+    });
+    let mut runner = Runner::new(mode).map_err(|e| e.to_string())?;
+    let mut go = |data: &[Example], runner: &mut Runner| -> Result<(), String> {
+        for chunk in data.chunks(batch) {
+            let batch: Vec<&Example> = chunk.iter().collect();
+            runner
+                .run(&model, &store, &batch)
+                .map_err(|e| e.to_string())?;
+            opt.step(&mut store).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    go(warm, &mut runner)?;
+    runner.steps = (0, 0);
+    let start = Instant::now();
+    go(timed, &mut runner)?;
+    let secs = start.elapsed().as_secs_f64();
+    Ok((secs, runner.steps.0 as f64 / runner.steps.1.max(1) as f64))
+}
+
+/// Relative difference of the bucketed and the unpadded sequential loss
+/// of one batch (same initial parameters).
+fn loss_gap(spacing: f64, batch: &[Example]) -> Result<f64, String> {
+    let mut losses = Vec::new();
+    for mode in [Mode::Bucket(spacing), Mode::Dynamic(Strategy::Sequential)] {
+        let mut store = ParamStore::new();
+        let model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
+        let refs: Vec<&Example> = batch.iter().collect();
+        let mut r = Runner::new(mode).map_err(|e| e.to_string())?;
+        losses.push(f64::from(
+            r.run(&model, &store, &refs).map_err(|e| e.to_string())?,
+        ));
+    }
+    Ok((losses[0] - losses[1]).abs() / losses[1].abs().max(1e-12))
+}
+
+fn main() {
+    let args = Args::parse();
+    if args.batch == 0 {
+        eprintln!("--batch must be at least 1");
+        std::process::exit(2);
+    }
+    let n = if args.quick { 512 } else { 2048 };
+    let peak = sgemm_peak_gflops(
+        1,
+        if args.quick {
+            Budget::quick()
+        } else {
+            Budget::full()
+        },
+    );
+    let mut report = Report::new();
+    println!("W6: sum of a string, 2-layer GRU H {HIDDEN}, batch {}, {n} timed strings, 1 thread, sgemm peak {peak:.1} GFLOP/s", args.batch);
+    println!(
+        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>10}",
+        "mix", "impl", "strings/s", "GFLOP/s", "padding", "loss gap"
+    );
+    for (mix, lo, hi) in MIXES {
+        let data = generate(WARM + n, 7, lo, hi);
+        let (warm, timed) = data.split_at(WARM);
+        let flops: f64 = timed.iter().map(|e| train_flops(e, HIDDEN)).sum();
+        let gap =
+            loss_gap(args.spacing, &timed[..args.batch.min(timed.len())]).unwrap_or_else(|e| {
+                eprintln!("{e}");
+                std::process::exit(1)
+            });
+        for (name, mode) in [
+            ("bucket", Mode::Bucket(args.spacing)),
+            ("agenda", Mode::Dynamic(Strategy::Agenda)),
+        ] {
+            let (secs, pad) = time(mode, args.batch, warm, timed).unwrap_or_else(|e| {
+                eprintln!("{name}: {e}");
+                std::process::exit(1)
+            });
+            let rate = n as f64 / secs;
+            let gflops = flops / secs / 1e9;
+            let gap_note = if name == "bucket" {
+                format!("{gap:.1e}")
+            } else {
+                "-".into()
+            };
+            println!(
+                "{mix:>11} {name:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10}",
+                100.0 * pad
+            );
+            let notes = format!(
+                "lengths {lo}-{hi}, spacing {}, padding fraction {pad:.4}, bucketed vs unpadded loss rel. diff {gap:.2e}",
+                args.spacing
+            );
+            report.add(
+                "W6",
+                name,
+                1,
+                args.batch,
+                "throughput",
+                rate,
+                "strings/s",
+                peak,
+                Some(gflops),
+                &notes,
+            );
+            if name == "bucket" {
+                report.add(
+                    "W6",
+                    name,
+                    1,
+                    args.batch,
+                    "padding_fraction",
+                    pad,
+                    "fraction",
+                    peak,
+                    None,
+                    &notes,
+                );
+            }
+        }
+    }
+    let path = args.out.unwrap_or_else(default_results_path);
+    if let Err(e) = report.append_jsonl(&path) {
+        eprintln!("cannot write {}: {e}", path.display());
+        std::process::exit(1);
+    }
+    println!(
+        "appended {} results to {}",
+        report.records().len(),
+        path.display()
+    );
+}
