@@ -55,7 +55,7 @@ impl Example {
 pub fn generate(n: usize, seed: u64, min_len: usize, max_len: usize) -> Vec<Example> {
     let mut rng = StdRng::seed_from_u64(seed);
     let lo = min_len.clamp(MIN_LEN, MAX_LEN).div_ceil(2);
-    let hi = (max_len.clamp(MIN_LEN, MAX_LEN) + 1) / 2;
+    let hi = max_len.clamp(MIN_LEN, MAX_LEN).div_ceil(2);
     (0..n)
         .map(|_| {
             let terms = rng.random_range(lo..=hi.max(lo));

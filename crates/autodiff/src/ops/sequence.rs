@@ -48,7 +48,7 @@ fn bad_args(op: &'static str) -> TensorError {
 fn steps(op: &'static str, x: &Tensor) -> sheaf_tensor::Result<(usize, usize)> {
     let shape = x.shape();
     let t = shape.dim(1).ok_or_else(|| bad_args(op))?;
-    let w = if t == 0 { 0 } else { x.row_len() / t };
+    let w = x.row_len().checked_div(t).unwrap_or(0);
     Ok((t, w))
 }
 
