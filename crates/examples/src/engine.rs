@@ -31,6 +31,17 @@ pub enum Exec {
 }
 
 impl Exec {
+    /// The scheduler strategy of this kind (`Sequential` is the
+    /// scheduler's one-node-per-call plan, equal to the reference).
+    pub fn strategy(self) -> Strategy {
+        match self {
+            Exec::Sequential => Strategy::Sequential,
+            Exec::Depth => Strategy::Depth,
+            Exec::Agenda => Strategy::Agenda,
+            Exec::Auto => Strategy::Auto,
+        }
+    }
+
     /// The lower-case name (as on the command line).
     pub fn name(self) -> &'static str {
         match self {

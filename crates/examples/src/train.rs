@@ -27,7 +27,6 @@ use sheaf_autodiff::{Graph, Optimizer, ParamStore};
 
 pub use crate::config::{default_data_dir, OptimizerKind, Reduction, TrainConfig};
 use sheaf_blocks::Loss;
-use sheaf_sched::Strategy;
 
 use crate::engine::{Engine, Exec};
 use crate::error::{Error, Result};
@@ -149,13 +148,7 @@ fn blocks_run(
     if !cfg.blocks {
         return Ok(None);
     }
-    let strategy = match cfg.exec {
-        Exec::Sequential => Strategy::Sequential,
-        Exec::Depth => Strategy::Depth,
-        Exec::Agenda => Strategy::Agenda,
-        Exec::Auto => Strategy::Auto,
-    };
-    let compiled = compile_training(model)?.with_strategy(strategy);
+    let compiled = compile_training(model)?.with_strategy(cfg.exec.strategy());
     let phrases = train
         .trees
         .iter()

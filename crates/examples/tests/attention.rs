@@ -2,23 +2,15 @@
 //! graph (loss and every gradient) under every strategy; training on the
 //! addition problem lowers the loss.
 
+mod common;
+
+use common::close_to;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sheaf_autodiff::{Adam, Graph, Optimizer, ParamStore, Sequential};
 use sheaf_blocks::{Compiled, Loss};
 use sheaf_examples::attention::{Addition, Attention};
 use sheaf_sched::Strategy;
-
-#[track_caller]
-fn close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len());
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
-}
 
 #[test]
 fn addition_data_has_two_markers() {
@@ -69,9 +61,9 @@ fn blocks_equal_the_direct_model() {
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut c = Compiled::new(m.blocks()).unwrap().with_strategy(s);
         let loss = c.backward(&store, &data, &Loss::outputs()).unwrap();
-        close(&[loss], &[want_loss], &format!("{s:?} loss"));
+        close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
         for (k, (a, b)) in grads(&mut store).iter().zip(&want).enumerate() {
-            close(a, b, &format!("{s:?} gradient of parameter {k}"));
+            close_to(1e-5, a, b, &format!("{s:?} gradient of parameter {k}"));
         }
     }
 }

@@ -3,6 +3,9 @@
 //! dropped (evaluation), every strategy draws the same masks, and the
 //! blocks-written model runs with it under every strategy.
 
+mod common;
+
+use common::close_to;
 use sheaf_autodiff::{Graph, ParamStore, Sequential};
 use sheaf_blocks::Loss;
 use sheaf_examples::model::{leaf_cell, node_cell, ModelConfig, TreeLstm};
@@ -10,17 +13,6 @@ use sheaf_examples::sst::{parse_trees, Vocab};
 use sheaf_examples::tree_lstm_blocks::{compile_training, Phrase};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::Tensor;
-
-#[track_caller]
-fn close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len());
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
-}
 
 fn v(n: usize, salt: f32) -> Tensor {
     let data: Vec<f32> = (0..n).map(|i| ((i as f32 + salt) * 0.77).sin()).collect();
@@ -49,8 +41,8 @@ fn cells_with_a_rate_equal_the_plain_ones_in_evaluation() {
     };
     let (plain_leaf, plain_node, plain_attrs) = run(0.0);
     let (leaf, node, attrs) = run(0.5);
-    close(&leaf, &plain_leaf, "leaf");
-    close(&node, &plain_node, "node");
+    close_to(1e-5, &leaf, &plain_leaf, "leaf");
+    close_to(1e-5, &node, &plain_node, "node");
     assert_eq!(plain_attrs, (0, 0), "the plain cells");
     assert_ne!(attrs, (0, 0), "the cells with a rate");
 }
@@ -108,9 +100,9 @@ fn every_strategy_draws_the_same_masks() {
         results.push((loss, grads));
     }
     for (loss, grads) in &results[1..] {
-        close(&[*loss], &[results[0].0], "loss");
+        close_to(1e-5, &[*loss], &[results[0].0], "loss");
         for (a, b) in grads.iter().zip(&results[0].1) {
-            close(a, b, "gradient");
+            close_to(1e-5, a, b, "gradient");
         }
     }
     // Dropout is active in training and off in evaluation.
@@ -145,7 +137,7 @@ fn blocks_model_with_recurrent_dropout_runs_under_every_strategy() {
         store.zero_grads().unwrap();
         match first {
             None => first = Some(loss),
-            Some(l) => close(&[loss], &[l], "loss"),
+            Some(l) => close_to(1e-5, &[loss], &[l], "loss"),
         }
     }
 }

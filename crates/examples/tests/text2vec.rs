@@ -2,6 +2,9 @@
 //! graph (loss and every gradient), under every strategy; unknown words
 //! embed as zeros; a few training steps lower the loss.
 
+mod common;
+
+use common::close_to;
 use sheaf_autodiff::{Adagrad, Graph, Optimizer, ParamStore, Sequential};
 use sheaf_blocks::{Compiled, Loss};
 use sheaf_examples::sst::parse_trees;
@@ -29,17 +32,6 @@ fn model(store: &mut ParamStore, s: &[Sentence]) -> Text2Vec {
         &mut rand::rngs::StdRng::seed_from_u64(3),
     )
     .unwrap()
-}
-
-#[track_caller]
-fn close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len());
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
 }
 
 fn grads(store: &mut ParamStore, m: &Text2Vec) -> Vec<Vec<f32>> {
@@ -76,9 +68,9 @@ fn blocks_equal_the_direct_model() {
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut c = Compiled::new(m.blocks()).unwrap().with_strategy(s);
         let loss = c.backward(&store, &data, &Loss::metric("loss")).unwrap();
-        close(&[loss], &[want_loss], &format!("{s:?} loss"));
+        close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
         for (k, (a, b)) in grads(&mut store, &m).iter().zip(&want).enumerate() {
-            close(a, b, &format!("{s:?} gradient of parameter {k}"));
+            close_to(1e-5, a, b, &format!("{s:?} gradient of parameter {k}"));
         }
     }
 }

@@ -2,6 +2,9 @@
 //! the same loss and the same gradient of every parameter on the tiny
 //! fixture's trees, under every strategy.
 
+mod common;
+
+use common::close_to;
 use sheaf_autodiff::{Graph, ParamStore, Sequential};
 use sheaf_blocks::{Compiled, Loss};
 use sheaf_examples::model::{ModelConfig, TreeLstm};
@@ -53,17 +56,6 @@ fn grads(store: &mut ParamStore, model: &TreeLstm) -> Vec<Vec<f32>> {
     g
 }
 
-#[track_caller]
-fn close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len());
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
-}
-
 #[test]
 fn blocks_model_equals_the_hand_written_one() {
     let (mut store, model, trees, ids, phrases) = setup(0.0);
@@ -81,10 +73,10 @@ fn blocks_model_equals_the_hand_written_one() {
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut c = compile_training(&model).unwrap().with_strategy(s);
         let loss = c.backward(&store, &phrases, &Loss::metric("loss")).unwrap();
-        close(&[loss], &[want_loss], &format!("{s:?} loss"));
+        close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
         let got = grads(&mut store, &model);
         for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            close(a, b, &format!("{s:?} grad of parameter {k}"));
+            close_to(1e-5, a, b, &format!("{s:?} grad of parameter {k}"));
         }
         // The same number of nodes as the hand-written graph, less its
         // per-tree sums (blocks sum all losses in one node).
@@ -105,7 +97,8 @@ fn root_logits_equal_the_hand_written_ones() {
         g.set_train(false);
         let r = model.root_logits(&mut g, t, i).unwrap();
         let want = Sequential::new().forward(&mut g, &store, r).unwrap();
-        close(
+        close_to(
+            1e-5,
             &v.to_vec::<f32>().unwrap(),
             &want.to_vec::<f32>().unwrap(),
             &format!("tree {k}"),
@@ -125,9 +118,9 @@ fn with_dropout_every_strategy_agrees() {
         match &first {
             None => first = Some((loss, gr)),
             Some((l0, g0)) => {
-                close(&[loss], &[*l0], "loss");
+                close_to(1e-5, &[loss], &[*l0], "loss");
                 for (a, b) in gr.iter().zip(g0) {
-                    close(a, b, "grad");
+                    close_to(1e-5, a, b, "grad");
                 }
             }
         }

@@ -2,6 +2,9 @@
 //! (loss and every gradient) under every strategy, on real ESOL molecules
 //! including a one-atom one; featurisation and reader errors.
 
+mod common;
+
+use common::close_to;
 use std::path::Path;
 
 use rand::rngs::StdRng;
@@ -13,17 +16,6 @@ use sheaf_examples::molecules::{
 };
 use sheaf_examples::weave::Weave;
 use sheaf_sched::Strategy;
-
-#[track_caller]
-fn close(a: &[f32], b: &[f32], what: &str) {
-    assert_eq!(a.len(), b.len());
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= 1e-4 * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
-}
 
 #[test]
 fn features_follow_w5() {
@@ -109,9 +101,9 @@ fn blocks_equal_the_direct_model() {
             .unwrap()
             .with_strategy(s);
         let loss = c.backward(&store, &data, &Loss::outputs()).unwrap();
-        close(&[loss], &[want_loss], &format!("{s:?} loss"));
+        close_to(1e-4, &[loss], &[want_loss], &format!("{s:?} loss"));
         for (k, (a, b)) in grads(&mut store).iter().zip(&want).enumerate() {
-            close(a, b, &format!("{s:?} gradient of parameter {k}"));
+            close_to(1e-4, a, b, &format!("{s:?} gradient of parameter {k}"));
         }
     }
 }

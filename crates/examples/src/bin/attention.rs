@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use sheaf_autodiff::{Adam, Optimizer, ParamStore};
 use sheaf_blocks::{Compiled, Loss};
 use sheaf_examples::attention::{Addition, Attention};
-use sheaf_sched::Strategy;
+use sheaf_examples::engine::Exec;
 
 #[derive(Parser, Debug)]
 #[command(about = "Feed-forward attention (blocks) on the addition problem")]
@@ -45,24 +45,13 @@ struct Args {
     /// Held-out sequences.
     #[arg(long, default_value_t = 1000)]
     test_size: usize,
-    /// Batching strategy: sequential, depth or agenda.
-    #[arg(long, default_value = "agenda", value_parser = parse_strategy)]
-    strategy: Strategy,
+    /// How graphs are executed.
+    #[arg(long, value_enum, default_value = "agenda")]
+    strategy: Exec,
     /// Seed of the initialisation and the training data (the test set
     /// uses seed + 1000).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    match s {
-        "sequential" => Ok(Strategy::Sequential),
-        "depth" => Ok(Strategy::Depth),
-        "agenda" => Ok(Strategy::Agenda),
-        _ => Err(format!(
-            "unknown strategy `{s}` (sequential, depth, agenda)"
-        )),
-    }
 }
 
 fn main() {
@@ -89,10 +78,10 @@ fn run(a: Args) -> Result<(), String> {
     let model = Attention::new(&mut store, a.hidden, &mut rng).map_err(|e| e.to_string())?;
     let mut train = Compiled::new(model.blocks())
         .map_err(|e| e.to_string())?
-        .with_strategy(a.strategy);
+        .with_strategy(a.strategy.strategy());
     let mut eval = Compiled::new(model.blocks())
         .map_err(|e| e.to_string())?
-        .with_strategy(a.strategy);
+        .with_strategy(a.strategy.strategy());
     let mut opt = Optimizer::adam(Adam {
         lr: a.lr,
         ..Adam::default()

@@ -11,9 +11,9 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sheaf_autodiff::{Adagrad, Optimizer, ParamStore};
 use sheaf_blocks::{Compiled, Loss};
+use sheaf_examples::engine::Exec;
 use sheaf_examples::sst::read_trees;
 use sheaf_examples::text2vec::{word_index, Sentence, Text2Vec};
-use sheaf_sched::Strategy;
 
 #[derive(Parser, Debug)]
 #[command(about = "Fold's text2vec (an RNN over words, with blocks) on SST root labels")]
@@ -40,23 +40,12 @@ struct Args {
     /// Words seen fewer times in training are unknown (zero vectors).
     #[arg(long, default_value_t = 2)]
     min_count: usize,
-    /// Batching strategy: sequential, depth or agenda.
-    #[arg(long, default_value = "depth", value_parser = parse_strategy)]
-    strategy: Strategy,
+    /// How graphs are executed.
+    #[arg(long, value_enum, default_value = "depth")]
+    strategy: Exec,
     /// Seed of the initialisation and the epoch order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    match s {
-        "sequential" => Ok(Strategy::Sequential),
-        "depth" => Ok(Strategy::Depth),
-        "agenda" => Ok(Strategy::Agenda),
-        _ => Err(format!(
-            "unknown strategy `{s}` (sequential, depth, agenda)"
-        )),
-    }
 }
 
 fn main() {
@@ -135,7 +124,7 @@ fn run(a: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut c = Compiled::new(model.blocks())
         .map_err(|e| e.to_string())?
-        .with_strategy(a.strategy);
+        .with_strategy(a.strategy.strategy());
     let mut opt = Optimizer::adagrad(Adagrad {
         lr: a.lr,
         eps: 1e-8,

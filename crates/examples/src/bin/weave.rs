@@ -12,9 +12,9 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use sheaf_autodiff::{Adam, Optimizer, ParamStore};
 use sheaf_blocks::{Block, Compiled, Loss};
+use sheaf_examples::engine::Exec;
 use sheaf_examples::molecules::{default_path, read_molecules, Featurizer, Molecule};
 use sheaf_examples::weave::Weave;
-use sheaf_sched::Strategy;
 use sheaf_tensor::Tensor;
 
 #[derive(Parser, Debug)]
@@ -39,26 +39,15 @@ struct Args {
     /// Stop after this many epochs without a better validation RMSE.
     #[arg(long, default_value_t = 10)]
     patience: usize,
-    /// Batching strategy: sequential, depth or agenda.
-    #[arg(long, default_value = "agenda", value_parser = parse_strategy)]
-    strategy: Strategy,
+    /// How graphs are executed.
+    #[arg(long, value_enum, default_value = "agenda")]
+    strategy: Exec,
     /// Seed of the split.
     #[arg(long, default_value_t = 0)]
     split_seed: u64,
     /// Seed of the initialisation and the epoch order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-}
-
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    match s {
-        "sequential" => Ok(Strategy::Sequential),
-        "depth" => Ok(Strategy::Depth),
-        "agenda" => Ok(Strategy::Agenda),
-        _ => Err(format!(
-            "unknown strategy `{s}` (sequential, depth, agenda)"
-        )),
-    }
 }
 
 fn main() {
@@ -116,10 +105,10 @@ fn run(a: Args) -> Result<(), String> {
     let block = || model.blocks().map_err(|e| e.to_string());
     let mut c = Compiled::new(block()?)
         .map_err(|e| e.to_string())?
-        .with_strategy(a.strategy);
+        .with_strategy(a.strategy.strategy());
     let mut eval = Compiled::new(block()?)
         .map_err(|e| e.to_string())?
-        .with_strategy(a.strategy);
+        .with_strategy(a.strategy.strategy());
     let mut opt = Optimizer::adam(Adam {
         lr: a.lr,
         ..Adam::default()

@@ -83,3 +83,16 @@ pub fn small_train(data: &Path, epochs: usize, exec: Exec) -> TrainConfig {
         ..TrainConfig::new(data)
     }
 }
+
+/// Asserts `a` and `b` agree elementwise to `tol`, relative to the larger
+/// magnitude (absolute near zero).
+#[track_caller]
+pub fn close_to(tol: f32, a: &[f32], b: &[f32], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs())),
+            "{what}[{i}]: {x} vs {y}"
+        );
+    }
+}
