@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::close_to;
+use common::{close_to, take_grads};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use sheaf_autodiff::{Adam, Graph, Optimizer, ParamStore, Sequential};
@@ -43,16 +43,7 @@ fn blocks_equal_the_direct_model() {
     let total = g.sum(&losses).unwrap();
     Sequential::new().backward(&mut g, &store, total).unwrap();
     let want_loss = g.value(total).unwrap().to_vec::<f32>().unwrap()[0];
-    let grads = |store: &mut ParamStore| -> Vec<Vec<f32>> {
-        let g = m
-            .params()
-            .iter()
-            .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
-            .collect();
-        store.zero_grads().unwrap();
-        g
-    };
-    let want = grads(&mut store);
+    let want = take_grads(&mut store, &m.params());
     assert!(
         want.iter().all(|g| g.iter().any(|&x| x != 0.0)),
         "every parameter gets a gradient"
@@ -62,7 +53,11 @@ fn blocks_equal_the_direct_model() {
         let mut c = Compiled::new(m.blocks()).unwrap().with_strategy(s);
         let loss = c.backward(&store, &data, &Loss::outputs()).unwrap();
         close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
-        for (k, (a, b)) in grads(&mut store).iter().zip(&want).enumerate() {
+        for (k, (a, b)) in take_grads(&mut store, &m.params())
+            .iter()
+            .zip(&want)
+            .enumerate()
+        {
             close_to(1e-5, a, b, &format!("{s:?} gradient of parameter {k}"));
         }
     }

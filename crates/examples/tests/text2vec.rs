@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::close_to;
+use common::{close_to, take_grads};
 use sheaf_autodiff::{Adagrad, Graph, Optimizer, ParamStore, Sequential};
 use sheaf_blocks::{Compiled, Loss};
 use sheaf_examples::sst::parse_trees;
@@ -34,16 +34,6 @@ fn model(store: &mut ParamStore, s: &[Sentence]) -> Text2Vec {
     .unwrap()
 }
 
-fn grads(store: &mut ParamStore, m: &Text2Vec) -> Vec<Vec<f32>> {
-    let g = m
-        .params()
-        .iter()
-        .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
-        .collect();
-    store.zero_grads().unwrap();
-    g
-}
-
 #[test]
 fn blocks_equal_the_direct_model() {
     let data = sentences();
@@ -62,14 +52,18 @@ fn blocks_equal_the_direct_model() {
     let total = g.sum(&losses).unwrap();
     Sequential::new().backward(&mut g, &store, total).unwrap();
     let want_loss = g.value(total).unwrap().to_vec::<f32>().unwrap()[0];
-    let want = grads(&mut store, &m);
+    let want = take_grads(&mut store, &m.params());
     assert!(want[0].iter().any(|&x| x != 0.0));
 
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut c = Compiled::new(m.blocks()).unwrap().with_strategy(s);
         let loss = c.backward(&store, &data, &Loss::metric("loss")).unwrap();
         close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
-        for (k, (a, b)) in grads(&mut store, &m).iter().zip(&want).enumerate() {
+        for (k, (a, b)) in take_grads(&mut store, &m.params())
+            .iter()
+            .zip(&want)
+            .enumerate()
+        {
             close_to(1e-5, a, b, &format!("{s:?} gradient of parameter {k}"));
         }
     }

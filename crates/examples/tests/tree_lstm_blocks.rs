@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::close_to;
+use common::{close_to, take_grads};
 use sheaf_autodiff::{Graph, ParamStore, Sequential};
 use sheaf_blocks::{Compiled, Loss};
 use sheaf_examples::model::{ModelConfig, TreeLstm};
@@ -46,16 +46,6 @@ fn setup(
     (store, model, trees, ids, phrases)
 }
 
-fn grads(store: &mut ParamStore, model: &TreeLstm) -> Vec<Vec<f32>> {
-    let g = model
-        .params()
-        .iter()
-        .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
-        .collect();
-    store.zero_grads().unwrap();
-    g
-}
-
 #[test]
 fn blocks_model_equals_the_hand_written_one() {
     let (mut store, model, trees, ids, phrases) = setup(0.0);
@@ -68,13 +58,13 @@ fn blocks_model_equals_the_hand_written_one() {
     let total = g.sum(&losses).unwrap();
     Sequential::new().backward(&mut g, &store, total).unwrap();
     let want_loss = g.value(total).unwrap().to_vec::<f32>().unwrap()[0];
-    let want = grads(&mut store, &model);
+    let want = take_grads(&mut store, &model.params());
 
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut c = compile_training(&model).unwrap().with_strategy(s);
         let loss = c.backward(&store, &phrases, &Loss::metric("loss")).unwrap();
         close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
-        let got = grads(&mut store, &model);
+        let got = take_grads(&mut store, &model.params());
         for (k, (a, b)) in got.iter().zip(&want).enumerate() {
             close_to(1e-5, a, b, &format!("{s:?} grad of parameter {k}"));
         }
@@ -114,7 +104,7 @@ fn with_dropout_every_strategy_agrees() {
         let mut c = compile_training(&model).unwrap().with_strategy(s);
         c.set_seed(11);
         let loss = c.backward(&store, &phrases, &Loss::metric("loss")).unwrap();
-        let gr = grads(&mut store, &model);
+        let gr = take_grads(&mut store, &model.params());
         match &first {
             None => first = Some((loss, gr)),
             Some((l0, g0)) => {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::close_to;
+use common::{close_to, take_grads};
 use std::path::Path;
 
 use rand::rngs::StdRng;
@@ -85,16 +85,7 @@ fn blocks_equal_the_direct_model() {
     let total = g.sum(&losses).unwrap();
     Sequential::new().backward(&mut g, &store, total).unwrap();
     let want_loss = g.value(total).unwrap().to_vec::<f32>().unwrap()[0];
-    let grads = |store: &mut ParamStore| -> Vec<Vec<f32>> {
-        let g = model
-            .params()
-            .iter()
-            .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
-            .collect();
-        store.zero_grads().unwrap();
-        g
-    };
-    let want = grads(&mut store);
+    let want = take_grads(&mut store, &model.params());
 
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut c = Compiled::new(model.blocks().unwrap())
@@ -102,7 +93,11 @@ fn blocks_equal_the_direct_model() {
             .with_strategy(s);
         let loss = c.backward(&store, &data, &Loss::outputs()).unwrap();
         close_to(1e-4, &[loss], &[want_loss], &format!("{s:?} loss"));
-        for (k, (a, b)) in grads(&mut store).iter().zip(&want).enumerate() {
+        for (k, (a, b)) in take_grads(&mut store, &model.params())
+            .iter()
+            .zip(&want)
+            .enumerate()
+        {
             close_to(1e-4, a, b, &format!("{s:?} gradient of parameter {k}"));
         }
     }

@@ -96,3 +96,17 @@ pub fn close_to(tol: f32, a: &[f32], b: &[f32], what: &str) {
         );
     }
 }
+
+/// The accumulated gradient of each of `params`, in order; zeroes the
+/// store's gradients afterwards.
+pub fn take_grads(
+    store: &mut sheaf_autodiff::ParamStore,
+    params: &[sheaf_autodiff::Param],
+) -> Vec<Vec<f32>> {
+    let g = params
+        .iter()
+        .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
+        .collect();
+    store.zero_grads().unwrap();
+    g
+}
