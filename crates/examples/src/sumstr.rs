@@ -233,7 +233,6 @@ pub struct Report {
 /// Runs the strategy of `mode` over one minibatch: forward, backward
 /// (gradients accumulate in `store`). Returns the summed loss.
 pub struct Runner {
-    mode: Mode,
     bucketing: Option<Bucketing>,
     exec: Executor,
     graph: Graph,
@@ -249,7 +248,6 @@ impl Runner {
             Mode::Dynamic(s) => (None, s),
         };
         Ok(Runner {
-            mode,
             bucketing,
             exec: Executor::new(strategy),
             graph: Graph::new(),
@@ -281,7 +279,6 @@ impl Runner {
             self.steps.1 += b.stats().total_steps;
             return Ok(loss);
         }
-        let _ = self.mode;
         g.clear();
         let mut losses = Vec::with_capacity(batch.len());
         for ex in batch {
