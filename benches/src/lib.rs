@@ -8,4 +8,6 @@ pub mod measure;
 pub mod peak;
 pub mod report;
 pub mod w1;
+pub mod w3;
+pub mod w5;
 pub mod w6;
