@@ -1,0 +1,265 @@
+//! `bench-w3 [--quick]`: Tree-LSTM inference on random 128-leaf trees
+//! (TensorFlow Fold's Table 1): ms/tree per implementation and batch size,
+//! graph construction included, with Fold's cost ratio (dynamic / manual
+//! at the same batch size) and speedup ratio (manual at batch 1 / this).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use sheaf_autodiff::{Graph, ParamStore};
+use sheaf_benches::measure::{with_threads, Budget};
+use sheaf_benches::peak::sgemm_peak_gflops;
+use sheaf_benches::report::{default_results_path, Report};
+use sheaf_benches::w3::{infer_flops, infer_graph, trees, Manual, Model};
+use sheaf_sched::{Executor, Strategy};
+
+#[derive(Parser, Debug)]
+#[command(about = "W3: Tree-LSTM inference on random trees, ms/tree per implementation")]
+struct Args {
+    /// Few timed trees per figure (and a shorter peak measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Thread counts to run.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// State sizes (E = H); Fold's paper also has 1024.
+    #[arg(long, value_delimiter = ',', default_value = "256")]
+    state: Vec<usize>,
+    /// Trees per batch; Fold's paper also has 1024.
+    #[arg(long, value_delimiter = ',', default_value = "1,32,256")]
+    batch: Vec<usize>,
+    /// Where to append the JSON lines.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the plan statistics of each batched run's last batch.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// One column group of Fold's table: who runs the trees, on which shapes.
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    /// `manual`, `depth`, `agenda` or `sequential`.
+    name: &'static str,
+    /// None: hand-batched; Some(None): the reference executor.
+    exec: Option<Option<Strategy>>,
+    /// All trees one shape (else each its own: "full dynamic").
+    same: bool,
+}
+
+impl Config {
+    fn shape(&self) -> &'static str {
+        if self.same {
+            "same"
+        } else {
+            "full"
+        }
+    }
+    fn notes(&self) -> &'static str {
+        if self.same {
+            "same shape"
+        } else {
+            "full dynamic"
+        }
+    }
+}
+
+const CONFIGS: [Config; 7] = [
+    Config {
+        name: "manual",
+        exec: None,
+        same: true,
+    },
+    Config {
+        name: "depth",
+        exec: Some(Some(Strategy::Depth)),
+        same: true,
+    },
+    Config {
+        name: "agenda",
+        exec: Some(Some(Strategy::Agenda)),
+        same: true,
+    },
+    // Not in Fold's table (its manual batching needs one shape), but the
+    // level-batched baseline on random shapes that PyTorch peers report.
+    Config {
+        name: "manual",
+        exec: None,
+        same: false,
+    },
+    Config {
+        name: "depth",
+        exec: Some(Some(Strategy::Depth)),
+        same: false,
+    },
+    Config {
+        name: "agenda",
+        exec: Some(Some(Strategy::Agenda)),
+        same: false,
+    },
+    Config {
+        name: "sequential",
+        exec: Some(None),
+        same: false,
+    },
+];
+
+/// One measured figure.
+struct Row {
+    cfg: Config,
+    batch: usize,
+    /// Median seconds per tree over the timed batches.
+    secs: f64,
+    trees: usize,
+    stats: Option<String>,
+}
+
+/// Batches to time: enough trees for a stable median, few with `--quick`.
+fn timed_batches(batch: usize, quick: bool) -> usize {
+    if quick {
+        16usize.div_ceil(batch)
+    } else {
+        3usize.max(256usize.div_ceil(batch))
+    }
+}
+
+/// Times `cfg` on batches of `batch` trees at state `h` (one warm-up batch
+/// first); every configuration sees the same trees of a given shape kind.
+fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, String> {
+    let timed = timed_batches(batch, quick);
+    let all = trees((timed + 1) * batch, cfg.same, 11);
+    let mut store = ParamStore::new();
+    let model = Model::new(&mut store, h, 1)?;
+    let mut manual = Manual::new()?;
+    let mut g = Graph::new();
+    let mut exec = cfg.exec.flatten().map(Executor::new);
+    let mut run = |chunk: &[_]| -> Result<(), String> {
+        match cfg.exec {
+            None => manual.infer(&store, &model, chunk).map(drop),
+            Some(_) => infer_graph(&mut g, exec.as_mut(), &store, &model, chunk).map(drop),
+        }
+    };
+    let mut times = Vec::with_capacity(timed);
+    for (k, chunk) in all.chunks(batch).enumerate() {
+        let t0 = Instant::now();
+        run(chunk)?;
+        if k > 0 {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+    Ok(Row {
+        cfg,
+        batch,
+        secs: median / batch as f64,
+        trees: timed * batch,
+        stats: exec.map(|e| e.stats().to_string()),
+    })
+}
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("bench-w3: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    if args.batch.contains(&0) || args.state.contains(&0) || args.threads.contains(&0) {
+        return Err("--batch, --state and --threads take positive numbers".into());
+    }
+    let budget = if args.quick {
+        Budget::quick()
+    } else {
+        Budget::full()
+    };
+    let mut report = Report::new();
+    for &threads in &args.threads {
+        let peak = sgemm_peak_gflops(threads, budget);
+        for &h in &args.state {
+            let flops = infer_flops(&trees(1, false, 0)[0], h);
+            println!(
+                "W3 at {threads} thread(s), state {h} ({:.1} useful MFLOP/tree), sgemm peak {peak:.1} GFLOP/s",
+                flops / 1e6
+            );
+            println!(
+                "{:>11} {:>6} {:>6} {:>10} {:>9} {:>7} {:>6} {:>8}",
+                "impl", "shape", "batch", "ms/tree", "GFLOP/s", "util", "cost", "speedup"
+            );
+            let mut rows: Vec<Row> = Vec::new();
+            for &batch in &args.batch {
+                for cfg in CONFIGS {
+                    let row = with_threads(threads, || time_config(cfg, batch, h, args.quick))
+                        .map_err(|e| {
+                            format!("{} ({}), batch {batch}: {e}", cfg.name, cfg.shape())
+                        })?;
+                    rows.push(row);
+                }
+            }
+            // Fold's ratios against the same-shape manual run.
+            let manual_at = |b: usize| {
+                rows.iter()
+                    .find(|r| r.cfg.exec.is_none() && r.cfg.same && r.batch == b)
+                    .map(|r| r.secs)
+            };
+            for r in &rows {
+                let gflops = flops / r.secs / 1e9;
+                let cost = manual_at(r.batch).map(|m| r.secs / m);
+                let speedup = manual_at(1).map(|m| m / r.secs);
+                let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+                println!(
+                    "{:>11} {:>6} {:>6} {:>10.3} {gflops:>9.2} {:>6.1}% {:>6} {:>8}",
+                    r.cfg.name,
+                    r.cfg.shape(),
+                    r.batch,
+                    1e3 * r.secs,
+                    100.0 * gflops / peak,
+                    fmt(cost),
+                    fmt(speedup)
+                );
+                if let (true, Some(stats)) = (args.stats, &r.stats) {
+                    println!("  last batch: {stats}");
+                }
+                let notes = format!(
+                    "{}, state {h}, {} timed trees, utilisation {:.3}",
+                    r.cfg.notes(),
+                    r.trees,
+                    gflops / peak
+                );
+                let add = |report: &mut Report, metric: &str, value: f64, unit: &str| {
+                    report.add(
+                        "W3",
+                        r.cfg.name,
+                        threads,
+                        r.batch,
+                        metric,
+                        value,
+                        unit,
+                        peak,
+                        Some(gflops),
+                        &notes,
+                    )
+                };
+                add(&mut report, "time_per_tree", 1e3 * r.secs, "ms/tree");
+                if let (Some(c), false) = (cost, r.cfg.exec.is_none() && r.cfg.same) {
+                    add(&mut report, "cost_ratio", c, "ratio");
+                }
+                if let Some(s) = speedup {
+                    add(&mut report, "speedup_ratio", s, "ratio");
+                }
+            }
+        }
+    }
+    let path = args.out.unwrap_or_else(default_results_path);
+    report
+        .append_jsonl(&path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!(
+        "appended {} results to {}",
+        report.records().len(),
+        path.display()
+    );
+    Ok(())
+}
