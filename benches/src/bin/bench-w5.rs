@@ -1,0 +1,145 @@
+//! `bench-w5 [--quick]`: training throughput of the weave model on ESOL
+//! (molecules/s, useful GFLOP/s, utilisation against the same-run sgemm
+//! peak) for sequential, depth and agenda.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use sheaf_autodiff::ParamStore;
+use sheaf_benches::measure::{with_threads, Budget};
+use sheaf_benches::peak::sgemm_peak_gflops;
+use sheaf_benches::report::{default_results_path, Report};
+use sheaf_benches::w5::{
+    model, optimizer, strategies, train_flops, train_step, training_set, BATCH,
+};
+use sheaf_examples::molecules::{default_path, Molecule};
+use sheaf_sched::Strategy;
+
+#[derive(Parser, Debug)]
+#[command(about = "W5: weave modules on ESOL, training molecules/s per strategy")]
+struct Args {
+    /// 256 timed molecules instead of the whole training set (and a
+    /// shorter peak measurement).
+    #[arg(long)]
+    quick: bool,
+    /// Thread counts to run.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Where to append the JSON lines.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the plan statistics of each run's last update.
+    #[arg(long)]
+    stats: bool,
+    /// The molecules [default: the repository's data/molecules/esol.jsonl].
+    #[arg(long)]
+    data: Option<PathBuf>,
+}
+
+/// Updates of warm-up before the timed ones.
+const WARM_UPDATES: usize = 2;
+
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("bench-w5: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Seconds to train on `timed` after `warm`, and the last update's plan
+/// statistics.
+fn time_run(
+    strategy: Strategy,
+    atom_in: usize,
+    warm: &[Molecule],
+    timed: &[Molecule],
+) -> Result<(f64, String), String> {
+    let mut store = ParamStore::new();
+    let mut c = model(&mut store, atom_in, strategy, 1)?;
+    let mut opt = optimizer();
+    for chunk in warm.chunks(BATCH) {
+        train_step(&mut c, &mut store, &mut opt, chunk)?;
+    }
+    let start = Instant::now();
+    for chunk in timed.chunks(BATCH) {
+        train_step(&mut c, &mut store, &mut opt, chunk)?;
+    }
+    Ok((start.elapsed().as_secs_f64(), c.stats().to_string()))
+}
+
+fn run(args: Args) -> Result<(), String> {
+    if args.threads.contains(&0) {
+        return Err("--threads takes positive numbers".into());
+    }
+    let path = args.data.clone().unwrap_or_else(default_path);
+    let (train, atom_in) = training_set(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let warm_n = WARM_UPDATES * BATCH;
+    let timed_n = if args.quick {
+        8 * BATCH
+    } else {
+        (train.len() - warm_n.min(train.len())) / BATCH * BATCH
+    };
+    if timed_n == 0 || warm_n + timed_n > train.len() {
+        return Err(format!(
+            "{}: {} training molecules, too few for {warm_n} warm-up and {timed_n} timed",
+            path.display(),
+            train.len()
+        ));
+    }
+    let (warm, timed) = (&train[..warm_n], &train[warm_n..warm_n + timed_n]);
+    let flops: f64 = timed.iter().map(|m| train_flops(m, atom_in)).sum();
+    println!(
+        "W5: {} training molecules, {atom_in} atom features, {timed_n} timed after {warm_n} ({:.2} useful MFLOP/molecule)",
+        train.len(),
+        flops / timed_n as f64 / 1e6
+    );
+    let budget = if args.quick {
+        Budget::quick()
+    } else {
+        Budget::full()
+    };
+    let mut report = Report::new();
+    println!(
+        "{:>11} {:>8} {:>12} {:>9} {:>8} {:>8}",
+        "impl", "threads", "molecules/s", "GFLOP/s", "peak", "util"
+    );
+    for &threads in &args.threads {
+        let peak = sgemm_peak_gflops(threads, budget);
+        for (name, strategy) in strategies() {
+            let (secs, stats) = with_threads(threads, || time_run(strategy, atom_in, warm, timed))
+                .map_err(|e| format!("{name} at {threads} thread(s): {e}"))?;
+            let rate = timed_n as f64 / secs;
+            let gflops = flops / secs / 1e9;
+            println!(
+                "{name:>11} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}%",
+                100.0 * gflops / peak
+            );
+            if args.stats {
+                println!("  last update of {name} at {threads} thread(s): {stats}");
+            }
+            report.add(
+                "W5",
+                name,
+                threads,
+                BATCH,
+                "throughput",
+                rate,
+                "molecules/s",
+                peak,
+                Some(gflops),
+                &format!("{timed_n} molecules, utilisation {:.3}", gflops / peak),
+            );
+        }
+    }
+    let path = args.out.unwrap_or_else(default_results_path);
+    report
+        .append_jsonl(&path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!(
+        "appended {} results to {}",
+        report.records().len(),
+        path.display()
+    );
+    Ok(())
+}
