@@ -120,7 +120,9 @@ fn bad_trees_are_errors() {
         ],
     };
     let mut manual = Manual::new().expect("backend");
-    assert!(manual.infer(&store, &model, std::slice::from_ref(&bad)).is_err());
+    assert!(manual
+        .infer(&store, &model, std::slice::from_ref(&bad))
+        .is_err());
     let mut g = Graph::new();
     assert!(infer_graph(&mut g, None, &store, &model, &[bad]).is_err());
 }
