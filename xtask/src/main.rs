@@ -3,6 +3,8 @@
 //! - `cargo xtask bench kernels [--quick]`: CPU kernel figures next to the
 //!   same-run sgemm peak, appended to `target/bench/results.jsonl`.
 //! - `cargo xtask bench W1 [--quick]`: Tree-LSTM training on SST per strategy.
+//! - `cargo xtask bench W3 [--quick]`: Tree-LSTM inference on random trees.
+//! - `cargo xtask bench W5 [--quick]`: weave modules on ESOL (training).
 //! - `cargo xtask bench W6 [--quick]`: sum-of-a-string GRU, bucketing vs. agenda.
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
 
@@ -41,6 +43,12 @@ enum Suite {
     /// W1: Tree-LSTM training on SST, trees/s per strategy.
     #[value(name = "W1", alias = "w1")]
     W1,
+    /// W3: Tree-LSTM inference on random trees, ms/tree (Fold's Table 1).
+    #[value(name = "W3", alias = "w3")]
+    W3,
+    /// W5: weave modules on ESOL, training molecules/s per strategy.
+    #[value(name = "W5", alias = "w5")]
+    W5,
     /// W6: variable-length sequences, bucketing vs. agenda.
     #[value(name = "W6", alias = "w6")]
     W6,
@@ -69,9 +77,11 @@ fn main() -> ExitCode {
                         cmd.arg("--quick");
                     }
                 }
-                Suite::W1 | Suite::W6 => {
+                Suite::W1 | Suite::W3 | Suite::W5 | Suite::W6 => {
                     let bin = match suite {
                         Suite::W1 => "bench-w1",
+                        Suite::W3 => "bench-w3",
+                        Suite::W5 => "bench-w5",
                         _ => "bench-w6",
                     };
                     cmd.args([
