@@ -385,6 +385,8 @@ impl Manual {
         m: &Model,
         trees: &[RandomTree],
     ) -> Result<Tensor, String> {
+        // The same denormal policy as the executors apply.
+        sheaf_tensor::denormals::prepare();
         let be = self.be;
         let k = |what: &'static str| {
             move |e: sheaf_tensor::TensorError| format!("W3 manual {what}: {e}")
