@@ -21,6 +21,11 @@ pub struct Record {
     pub peak_gflops: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gflops: Option<f64>,
+    /// The figure at the workload's GEMM-only bound, in `unit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<f64>,
+    /// `cpu`, or the GPU's name.
+    pub device: String,
     pub date: String,
     pub git: String,
     pub notes: String,
@@ -74,10 +79,20 @@ impl Report {
             unit: unit.into(),
             peak_gflops,
             gflops,
+            bound: None,
+            device: "cpu".into(),
             date: self.date.clone(),
             git: self.git.clone(),
             notes: notes.into(),
         });
+    }
+
+    /// Sets the GEMM-only bound (in the record's own unit) of the last
+    /// record added.
+    pub fn add_bound(&mut self, bound: f64) {
+        if let Some(r) = self.records.last_mut() {
+            r.bound = Some(bound);
+        }
     }
 
     /// The records so far.

@@ -1,12 +1,14 @@
 //! `cargo xtask bench W1 [--quick]`: Tree-LSTM training throughput on SST
 //! (trees/s, useful GFLOP/s, utilisation against the same-run sgemm peak)
-//! for sequential, depth and agenda at 1 and 2 threads.
+//! for sequential, depth and agenda at 1 and 2 threads, each beside its
+//! GEMM-only bound: the trees/s its products alone would allow.
 
 use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
 use sheaf_autodiff::{Graph, ParamStore};
+use sheaf_benches::bound::{record_gemms, Products};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
@@ -88,45 +90,52 @@ fn main() {
     }
     let mut report = Report::new();
     println!(
-        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>8}",
-        "impl", "threads", "trees/s", "GFLOP/s", "peak", "util"
+        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>8} {:>10} {:>8}",
+        "impl", "threads", "trees/s", "GFLOP/s", "peak", "util", "bound", "of bound"
     );
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
         for (name, strategy) in strategies() {
-            let result = with_threads(threads, || -> Result<(f64, Option<String>), String> {
-                let mut store = ParamStore::new();
-                let model = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
-                let mut opt = optimizer();
-                let mut g = Graph::new();
-                let mut exec = strategy.map(Executor::new);
-                for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
-                    train_step(
-                        &model,
-                        &mut store,
-                        &mut opt,
-                        &mut g,
-                        exec.as_mut(),
-                        chunk,
-                        ids,
-                    )?;
-                }
-                let start = Instant::now();
-                for (chunk, ids) in measured.chunks(BATCH).zip(measured_ids.chunks(BATCH)) {
-                    train_step(
-                        &model,
-                        &mut store,
-                        &mut opt,
-                        &mut g,
-                        exec.as_mut(),
-                        chunk,
-                        ids,
-                    )?;
-                }
-                let secs = start.elapsed().as_secs_f64();
-                Ok((secs, exec.map(|e| e.stats().to_string())))
-            });
-            let (secs, stats) = match result {
+            let result = with_threads(
+                threads,
+                || -> Result<(f64, Products, Option<String>), String> {
+                    let mut store = ParamStore::new();
+                    let model = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+                    let mut opt = optimizer();
+                    let mut g = Graph::new();
+                    let mut exec = strategy.map(Executor::new);
+                    for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
+                        train_step(
+                            &model,
+                            &mut store,
+                            &mut opt,
+                            &mut g,
+                            exec.as_mut(),
+                            chunk,
+                            ids,
+                        )?;
+                    }
+                    let start = Instant::now();
+                    let (run, products) = record_gemms(|| -> Result<(), String> {
+                        for (chunk, ids) in measured.chunks(BATCH).zip(measured_ids.chunks(BATCH)) {
+                            train_step(
+                                &model,
+                                &mut store,
+                                &mut opt,
+                                &mut g,
+                                exec.as_mut(),
+                                chunk,
+                                ids,
+                            )?;
+                        }
+                        Ok(())
+                    });
+                    let secs = start.elapsed().as_secs_f64();
+                    run?;
+                    Ok((secs, products, exec.map(|e| e.stats().to_string())))
+                },
+            );
+            let (secs, products, stats) = match result {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("{name}: {e}");
@@ -135,9 +144,11 @@ fn main() {
             };
             let rate = timed as f64 / secs;
             let gflops = flops / secs / 1e9;
+            let bound = timed as f64 / products.seconds(threads, budget);
             println!(
-                "{name:>11} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}%",
-                100.0 * gflops / peak
+                "{name:>11} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {bound:>10.1} {:>7.1}%",
+                100.0 * gflops / peak,
+                100.0 * rate / bound
             );
             if let (true, Some(stats)) = (args.stats, stats) {
                 println!("last step of {name} at {threads} thread(s): {stats}");
@@ -152,8 +163,15 @@ fn main() {
                 "trees/s",
                 peak,
                 Some(gflops),
-                &format!("{timed} trees, utilisation {:.3}", gflops / peak),
+                &format!(
+                    "{timed} trees, utilisation {:.3}, {:.3} of the GEMM-only bound ({} products, {} shapes)",
+                    gflops / peak,
+                    rate / bound,
+                    products.calls(),
+                    products.distinct()
+                ),
             );
+            report.add_bound(bound);
         }
     }
     let path = args.out.unwrap_or_else(default_results_path);

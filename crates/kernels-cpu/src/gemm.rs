@@ -233,6 +233,7 @@ impl CpuKernels {
         if m == 0 || n == 0 {
             return Ok(());
         }
+        crate::gemm_log::note(ta, tb, m, n, k);
         if k == 0 {
             for row in c.chunks_mut(ldc.max(1)).take(m) {
                 let row = &mut row[..n];
