@@ -7,6 +7,8 @@
 pub mod bound;
 pub mod measure;
 pub mod peak;
+pub mod plots;
 pub mod report;
+pub mod summary;
 pub mod w1;
 pub mod w6;
