@@ -38,6 +38,12 @@ struct Args {
     /// each), as the ratio of their throughputs.
     #[arg(long)]
     blocks: bool,
+    /// Run only these strategies (e.g. `--only agenda` under a profiler).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Skip the GEMM-only bound (its timing would swamp a profile).
+    #[arg(long)]
+    no_bound: bool,
 }
 
 const BATCH: usize = 64;
@@ -96,6 +102,9 @@ fn main() {
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
         for (name, strategy) in strategies() {
+            if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+                continue;
+            }
             let result = with_threads(
                 threads,
                 || -> Result<(f64, Products, Option<String>), String> {
@@ -144,7 +153,11 @@ fn main() {
             };
             let rate = timed as f64 / secs;
             let gflops = flops / secs / 1e9;
-            let bound = timed as f64 / products.seconds(threads, budget);
+            let bound = if args.no_bound {
+                f64::NAN
+            } else {
+                timed as f64 / products.seconds(threads, budget)
+            };
             println!(
                 "{name:>11} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {bound:>10.1} {:>7.1}%",
                 100.0 * gflops / peak,
@@ -171,7 +184,9 @@ fn main() {
                     products.distinct()
                 ),
             );
-            report.add_bound(bound);
+            if !args.no_bound {
+                report.add_bound(bound);
+            }
         }
     }
     let path = args.out.unwrap_or_else(default_results_path);
