@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 use crate::error::{GraphError, Result};
 use crate::id::{Expr, NodeId, OpId, SigId};
 use crate::op::{ArgRole, Attr, Cost, Op};
-use crate::ops::builtin::{instances, Builtin};
+use crate::ops::leaves::{instances, LeafOp};
 use crate::params::{Param, ParamId};
 
 /// Source of unique graph keys, so handles of two graphs never mix.
@@ -137,7 +137,7 @@ impl Graph {
         self.aux.clear();
         self.grads.clear();
         self.evaluated = 0;
-        self.ops.truncate(Builtin::ALL.len());
+        self.ops.truncate(LeafOp::ALL.len());
         self.user_ops.clear();
     }
 
@@ -174,7 +174,7 @@ impl Graph {
         let shape = value.shape();
         let index = self.inputs.len() as u32;
         self.inputs.push(value);
-        self.push_leaf(Builtin::Input, NodeKind::Input(index), shape)
+        self.push_leaf(LeafOp::Input, NodeKind::Input(index), shape)
     }
 
     /// The node of a parameter; one node per parameter and graph, so every
@@ -183,7 +183,7 @@ impl Graph {
         if let Some(&node) = self.param_nodes.get(&p.id()) {
             return self.expr(node);
         }
-        let e = self.push_leaf(Builtin::Parameter, NodeKind::Param(p.id()), p.shape());
+        let e = self.push_leaf(LeafOp::Parameter, NodeKind::Param(p.id()), p.shape());
         self.param_nodes.insert(p.id(), e.node);
         e
     }
@@ -192,17 +192,6 @@ impl Graph {
     /// lets its nodes share batches.
     pub fn apply(&mut self, op: &Arc<dyn Op>, args: &[Expr], attr: Attr) -> Result<Expr> {
         self.apply_with_data(op, args, attr, 0)
-    }
-
-    /// Applies a built-in op.
-    pub(crate) fn builtin(
-        &mut self,
-        op: Builtin,
-        args: &[Expr],
-        attr: Attr,
-        data: u32,
-    ) -> Result<Expr> {
-        self.push(OpId(op as u32), args, attr, data)
     }
 
     /// Per-instance shape of a node.
@@ -305,7 +294,7 @@ impl Graph {
         z ^ (z >> 31)
     }
 
-    fn push_leaf(&mut self, op: Builtin, kind: NodeKind, shape: Shape) -> Expr {
+    fn push_leaf(&mut self, op: LeafOp, kind: NodeKind, shape: Shape) -> Expr {
         let id = NodeId(self.nodes.len() as u32);
         // Leaves never run a kernel: a private signature keeps them apart.
         let sig = self.intern_sig(
