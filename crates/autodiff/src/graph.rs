@@ -16,6 +16,7 @@ use crate::id::{Expr, NodeId, OpId, SigId};
 use crate::op::{ArgRole, Attr, Cost, Op};
 use crate::ops::leaves::{instances, LeafOp};
 use crate::params::{Param, ParamId};
+use crate::slots::Slots;
 
 /// Source of unique graph keys, so handles of two graphs never mix.
 static NEXT_GRAPH: AtomicU32 = AtomicU32::new(1);
@@ -71,11 +72,11 @@ pub struct Graph {
     pub(crate) inputs: Vec<Tensor>,
     param_nodes: FxHashMap<ParamId, NodeId>,
     /// Values of evaluated nodes (per-instance shape, no batch axis).
-    pub(crate) values: Vec<Option<Tensor>>,
+    pub(crate) values: Slots,
     /// Auxiliary buffers saved by forward for backward.
-    pub(crate) aux: Vec<Option<Tensor>>,
+    pub(crate) aux: Slots,
     /// Gradients after the last backward.
-    pub(crate) grads: Vec<Option<Tensor>>,
+    pub(crate) grads: Slots,
     /// Nodes `0..evaluated` have values (incremental forward).
     pub(crate) evaluated: usize,
     pub(crate) train: bool,
@@ -113,9 +114,9 @@ impl Graph {
             sigs: Vec::new(),
             inputs: Vec::new(),
             param_nodes: FxHashMap::default(),
-            values: Vec::new(),
-            aux: Vec::new(),
-            grads: Vec::new(),
+            values: Slots::default(),
+            aux: Slots::default(),
+            grads: Slots::default(),
             evaluated: 0,
             train: true,
             seed: 0,
@@ -205,7 +206,6 @@ impl Graph {
         let node = self.check(e, "value")?;
         self.values
             .get(node.index())
-            .and_then(|v| v.as_ref())
             .ok_or_else(|| GraphError::NotComputed {
                 op: self.op_name(node),
                 node,
@@ -219,7 +219,6 @@ impl Graph {
         let node = self.check(e, "grad")?;
         self.grads
             .get(node.index())
-            .and_then(|v| v.as_ref())
             .ok_or_else(|| GraphError::NotComputed {
                 op: self.op_name(node),
                 node,
@@ -466,18 +465,25 @@ impl Graph {
     /// Makes room for values, aux buffers and gradients of every node.
     pub fn prepare_storage(&mut self) {
         let n = self.nodes.len();
-        self.values.resize(n, None);
-        self.aux.resize(n, None);
+        self.values.resize(n);
+        self.aux.resize(n);
     }
     /// Stores a node's value (per-instance shape).
     pub fn set_value(&mut self, node: NodeId, value: Tensor) {
-        if let Some(v) = self.values.get_mut(node.index()) {
-            *v = Some(value);
+        self.values.set(node.index(), value);
+    }
+    /// Stores the values of a batch at once: row `r` of `batch` (`[b,
+    /// ...]`) is the value of `nodes[r]` (all of one signature, so of one
+    /// shape), made a view when first read.
+    pub fn set_value_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
+        if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
+            let shape = n.shape;
+            self.values.set_rows(nodes, batch, shape);
         }
     }
     /// A node's value, if computed (by id, unchecked generation).
     pub fn value_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.values.get(node.index()).and_then(|v| v.as_ref())
+        self.values.get(node.index())
     }
     /// Drops the graph's references to parameter values, keeping every
     /// other value and gradient readable. Parameters share storage with the
@@ -485,7 +491,7 @@ impl Graph {
     /// one it writes (copy on write); call this before the step when the
     /// graph is kept.
     pub fn release_params(&mut self) {
-        for (node, value) in self.nodes.iter().zip(self.values.iter_mut()) {
+        for (node, value) in self.nodes.iter().zip(self.values.own.iter_mut()) {
             if matches!(node.kind, NodeKind::Param(_)) {
                 *value = None;
             }
@@ -493,13 +499,16 @@ impl Graph {
     }
     /// Stores a node's auxiliary buffer (per-instance shape).
     pub fn set_aux(&mut self, node: NodeId, aux: Tensor) {
-        if let Some(v) = self.aux.get_mut(node.index()) {
-            *v = Some(aux);
-        }
+        self.aux.set(node.index(), aux);
+    }
+    /// Stores the auxiliary buffers of a batch at once (see
+    /// [`Graph::set_value_rows`]), each of `aux_shape`.
+    pub fn set_aux_rows(&mut self, nodes: &[NodeId], batch: Tensor, aux_shape: Shape) {
+        self.aux.set_rows(nodes, batch, aux_shape);
     }
     /// A node's auxiliary buffer.
     pub fn aux_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.aux.get(node.index()).and_then(|v| v.as_ref())
+        self.aux.get(node.index())
     }
     /// Marks nodes `0..n` as evaluated.
     pub fn set_evaluated(&mut self, n: usize) {
@@ -508,20 +517,26 @@ impl Graph {
     /// Drops all gradients and makes room for new ones.
     pub fn reset_grads(&mut self) {
         self.grads.clear();
-        self.grads.resize(self.nodes.len(), None);
+        self.grads.resize(self.nodes.len());
     }
     /// Takes a node's gradient out (to accumulate into it).
     pub fn take_grad(&mut self, node: NodeId) -> Option<Tensor> {
-        self.grads.get_mut(node.index()).and_then(|g| g.take())
+        self.grads.take(node.index())
     }
     /// Stores a node's gradient.
     pub fn set_grad(&mut self, node: NodeId, grad: Tensor) {
-        if let Some(g) = self.grads.get_mut(node.index()) {
-            *g = Some(grad);
+        self.grads.set(node.index(), grad);
+    }
+    /// Stores the gradients of a batch at once (see
+    /// [`Graph::set_value_rows`]).
+    pub fn set_grad_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
+        if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
+            let shape = n.shape;
+            self.grads.set_rows(nodes, batch, shape);
         }
     }
     /// A node's gradient (by id).
     pub fn grad_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.grads.get(node.index()).and_then(|g| g.as_ref())
+        self.grads.get(node.index())
     }
 }

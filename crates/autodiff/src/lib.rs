@@ -124,6 +124,7 @@ mod op;
 mod ops;
 mod optim;
 mod params;
+mod slots;
 pub mod testing;
 
 pub use error::{GraphError, Result};
