@@ -8,6 +8,7 @@
 //! through the executor's own bookkeeping. So a batch is stored once, each
 //! node records (batch, row), and the view is made on first read.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use sheaf_tensor::{Shape, Tensor};
@@ -17,7 +18,8 @@ use crate::id::NodeId;
 /// No batch row: the node's tensor, if any, is in `own`.
 const NO_ROW: (u32, u32) = (u32::MAX, 0);
 
-/// Per-node tensors of one kind.
+/// Per-node tensors of one kind. A node's batch row, when set, takes
+/// precedence over its own tensor.
 #[derive(Default)]
 pub(crate) struct Slots {
     /// Tensors stored per node (leaves, the sequential executor).
@@ -26,6 +28,9 @@ pub(crate) struct Slots {
     rows: Vec<(u32, u32)>,
     /// Row views, made when first read.
     views: Vec<OnceLock<Tensor>>,
+    /// Whether any view was made since the last clear: only then can a
+    /// row set again leave a stale view behind.
+    viewed: AtomicBool,
     /// Batch tensors `[b, ...]` and the shape of one row.
     batches: Vec<(Tensor, Shape)>,
 }
@@ -35,7 +40,11 @@ impl Slots {
     pub(crate) fn clear(&mut self) {
         self.own.clear();
         self.rows.clear();
-        self.views.clear();
+        // Cells stay allocated for the next step unless a view was made.
+        if *self.viewed.get_mut() {
+            self.views.clear();
+            *self.viewed.get_mut() = false;
+        }
         self.batches.clear();
     }
 
@@ -43,15 +52,17 @@ impl Slots {
     pub(crate) fn resize(&mut self, n: usize) {
         self.own.resize(n, None);
         self.rows.resize(n, NO_ROW);
-        self.views.resize_with(n, OnceLock::new);
+        if self.views.len() < n {
+            self.views.resize_with(n, OnceLock::new);
+        }
     }
 
     /// Node `i`'s tensor, if stored.
     pub(crate) fn get(&self, i: usize) -> Option<&Tensor> {
-        if let Some(t) = self.own.get(i)?.as_ref() {
-            return Some(t);
-        }
         let (batch, row) = *self.rows.get(i)?;
+        if (batch, row) == NO_ROW {
+            return self.own.get(i)?.as_ref();
+        }
         let cell = self.views.get(i)?;
         if let Some(v) = cell.get() {
             return Some(v);
@@ -64,42 +75,49 @@ impl Slots {
             .rows(row..row + 1)
             .and_then(|t| t.reshape(*shape))
             .ok()?;
+        self.viewed.store(true, Ordering::Relaxed);
         Some(cell.get_or_init(|| view))
     }
 
     /// Stores node `i`'s own tensor.
     pub(crate) fn set(&mut self, i: usize, t: Tensor) {
-        if let Some(slot) = self.own.get_mut(i) {
-            *slot = Some(t);
-            self.rows[i] = NO_ROW;
-            self.views[i] = OnceLock::new();
+        if i < self.own.len() {
+            self.own[i] = Some(t);
+            self.forget_row(i);
         }
     }
 
-    /// Takes node `i`'s tensor out (a view of its row if it has no own).
+    /// Takes node `i`'s tensor out (a view of its row if it has one).
     pub(crate) fn take(&mut self, i: usize) -> Option<Tensor> {
-        let t = match self.own.get_mut(i)?.take() {
-            Some(t) => Some(t),
-            None => self.get(i).cloned(),
+        let t = match self.rows.get(i) {
+            Some(&r) if r != NO_ROW => self.get(i).cloned(),
+            _ => self.own.get_mut(i)?.take(),
         };
-        if let Some(r) = self.rows.get_mut(i) {
-            *r = NO_ROW;
-            self.views[i] = OnceLock::new();
-        }
+        self.forget_row(i);
         t
     }
 
+    fn forget_row(&mut self, i: usize) {
+        if let Some(r) = self.rows.get_mut(i) {
+            *r = NO_ROW;
+            if *self.viewed.get_mut() {
+                self.views[i] = OnceLock::new();
+            }
+        }
+    }
+
     /// Stores `batch` (`[b, ...]`) with row `r` the tensor of `nodes[r]`,
-    /// each of shape `row_shape`.
+    /// each of shape `row_shape`. Touches one 8-byte entry per node: the
+    /// nodes of a batch lie scattered over the graph.
     pub(crate) fn set_rows(&mut self, nodes: &[NodeId], batch: Tensor, row_shape: Shape) {
         let index = self.batches.len() as u32;
         self.batches.push((batch, row_shape));
+        let viewed = *self.viewed.get_mut();
         for (r, n) in nodes.iter().enumerate() {
             let i = n.index();
-            if i < self.rows.len() {
-                self.own[i] = None;
-                self.rows[i] = (index, r as u32);
-                if self.views[i].get().is_some() {
+            if let Some(slot) = self.rows.get_mut(i) {
+                *slot = (index, r as u32);
+                if viewed {
                     self.views[i] = OnceLock::new();
                 }
             }
