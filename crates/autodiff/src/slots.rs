@@ -89,12 +89,14 @@ impl Slots {
 
     /// Takes node `i`'s tensor out (a view of its row if it has one).
     pub(crate) fn take(&mut self, i: usize) -> Option<Tensor> {
-        let t = match self.rows.get(i) {
+        let from_row = match self.rows.get(i) {
             Some(&r) if r != NO_ROW => self.get(i).cloned(),
-            _ => self.own.get_mut(i)?.take(),
+            _ => None,
         };
+        // An own tensor shadowed by a row goes too.
+        let own = self.own.get_mut(i)?.take();
         self.forget_row(i);
-        t
+        from_row.or(own)
     }
 
     fn forget_row(&mut self, i: usize) {
@@ -122,5 +124,53 @@ impl Slots {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(values: &[f32], rows: usize) -> Tensor {
+        Tensor::from_vec(values.to_vec(), [rows, values.len() / rows]).unwrap()
+    }
+
+    fn read(s: &Slots, i: usize) -> Option<Vec<f32>> {
+        s.get(i).map(|t| t.to_vec::<f32>().unwrap())
+    }
+
+    #[test]
+    fn rows_are_read_as_views_and_replaced_cleanly() {
+        let mut s = Slots::default();
+        s.resize(4);
+        let n = |i: u32| NodeId::from_index(i as usize);
+        s.set_rows(
+            &[n(2), n(0)],
+            batch(&[1.0, 2.0, 3.0, 4.0], 2),
+            Shape::from([2]),
+        );
+        assert_eq!(read(&s, 2), Some(vec![1.0, 2.0]));
+        assert_eq!(read(&s, 0), Some(vec![3.0, 4.0]));
+        assert_eq!(read(&s, 1), None);
+        // A row set again after its view was made: the new row is read.
+        s.set_rows(&[n(0)], batch(&[5.0, 6.0], 1), Shape::from([2]));
+        assert_eq!(read(&s, 0), Some(vec![5.0, 6.0]));
+        // An own tensor replaces a row, and a row an own tensor.
+        s.set(2, Tensor::from_vec(vec![7.0f32, 8.0], [2]).unwrap());
+        assert_eq!(read(&s, 2), Some(vec![7.0, 8.0]));
+        s.set_rows(&[n(2)], batch(&[9.0, 10.0], 1), Shape::from([2]));
+        assert_eq!(read(&s, 2), Some(vec![9.0, 10.0]));
+        // Taking leaves nothing behind.
+        assert_eq!(
+            s.take(2).map(|t| t.to_vec::<f32>().unwrap()),
+            Some(vec![9.0, 10.0])
+        );
+        assert_eq!(read(&s, 2), None);
+        s.clear();
+        s.resize(4);
+        assert!((0..4).all(|i| read(&s, i).is_none()));
+        // After a clear with views made, a fresh step reads its own rows.
+        s.set_rows(&[n(0)], batch(&[11.0, 12.0], 1), Shape::from([2]));
+        assert_eq!(read(&s, 0), Some(vec![11.0, 12.0]));
     }
 }
