@@ -37,12 +37,32 @@ pub enum NodeKind {
 pub struct Node {
     pub(crate) op: OpId,
     pub(crate) kind: NodeKind,
-    pub(crate) args: (u32, u32),
     pub(crate) attr: Attr,
     pub(crate) data: u32,
     pub(crate) shape: Shape,
     pub(crate) sig: SigId,
     pub(crate) depth: u32,
+}
+
+/// What planning reads of a node, packed in 16 bytes (a [`Node`] with its
+/// inline shape is about 100): planning a million nodes is bound by the
+/// memory it walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanNode {
+    /// The node's batching signature.
+    pub sig: SigId,
+    /// Its depth, or `u32::MAX` for a leaf (an input or parameter, which
+    /// no kernel computes).
+    pub depth: u32,
+    /// Its arguments: `Graph::arg_list()[args.0 as usize..args.1 as usize]`.
+    pub args: (u32, u32),
+}
+
+impl PlanNode {
+    /// Whether a kernel computes the node (it is not a leaf).
+    pub fn is_op(&self) -> bool {
+        self.depth != u32::MAX
+    }
 }
 
 /// What the scheduler needs to know about a signature.
@@ -64,6 +84,8 @@ pub struct Graph {
     key: u32,
     generation: u32,
     pub(crate) nodes: Vec<Node>,
+    /// The planning view of `nodes`, kept in step.
+    plan_nodes: Vec<PlanNode>,
     pub(crate) arg_list: Vec<NodeId>,
     ops: Vec<Arc<dyn Op>>,
     user_ops: FxHashMap<usize, OpId>,
@@ -107,6 +129,7 @@ impl Graph {
             key: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
             generation: 0,
             nodes: Vec::new(),
+            plan_nodes: Vec::new(),
             arg_list: Vec::new(),
             ops: instances(),
             user_ops: FxHashMap::default(),
@@ -129,6 +152,7 @@ impl Graph {
     pub fn clear(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.nodes.clear();
+        self.plan_nodes.clear();
         self.arg_list.clear();
         self.sig_ids.clear();
         self.sigs.clear();
@@ -262,8 +286,18 @@ impl Graph {
     /// The argument nodes of a node.
     #[inline]
     pub fn args(&self, node: NodeId) -> &[NodeId] {
-        let (start, end) = self.nodes[node.index()].args;
+        let (start, end) = self.plan_nodes[node.index()].args;
         &self.arg_list[start as usize..end as usize]
+    }
+
+    /// Every node's planning view, indexed by node (see [`PlanNode`]).
+    pub fn plan_nodes(&self) -> &[PlanNode] {
+        &self.plan_nodes
+    }
+
+    /// Every node's arguments, back to back (ranges in [`PlanNode::args`]).
+    pub fn arg_list(&self) -> &[NodeId] {
+        &self.arg_list
     }
 
     /// A node's record (kind, shape, signature, depth).
@@ -301,10 +335,14 @@ impl Graph {
             [u64::MAX, id.0 as u64].into_iter().collect(),
         );
         let start = self.arg_list.len() as u32;
+        self.plan_nodes.push(PlanNode {
+            sig,
+            depth: u32::MAX,
+            args: (start, start),
+        });
         self.nodes.push(Node {
             op: OpId(op as u32),
             kind,
-            args: (start, start),
             attr: 0,
             data: 0,
             shape,
@@ -353,10 +391,14 @@ impl Graph {
         let sig = self.intern_sig(op_id, key);
         let start = self.arg_list.len() as u32;
         self.arg_list.extend(args.iter().map(|a| a.node));
+        self.plan_nodes.push(PlanNode {
+            sig,
+            depth,
+            args: (start, self.arg_list.len() as u32),
+        });
         self.nodes.push(Node {
             op: op_id,
             kind: NodeKind::Op,
-            args: (start, self.arg_list.len() as u32),
             attr,
             data,
             shape,
