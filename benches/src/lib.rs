@@ -4,9 +4,12 @@
 //! Machines here are shared and differ by up to 1.5x, so every figure is
 //! reported as a ratio against something measured in the same run.
 
+pub mod bound;
 pub mod measure;
 pub mod peak;
+pub mod plots;
 pub mod report;
+pub mod summary;
 pub mod w1;
 pub mod w3;
 pub mod w5;

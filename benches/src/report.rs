@@ -1,14 +1,14 @@
 //! Results: a printed table and JSON lines appended to
 //! `target/bench/results.jsonl`, in the format of `shared/BENCHMARKS.md`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// One measured figure.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Record {
     pub workload: String,
     #[serde(rename = "impl")]
@@ -21,6 +21,20 @@ pub struct Record {
     pub peak_gflops: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gflops: Option<f64>,
+    /// The figure at the workload's GEMM-only bound, in `unit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<f64>,
+    /// `cpu`, or the GPU's name.
+    #[serde(default = "cpu")]
+    pub device: String,
+    /// What sets this figure apart from others of the same workload,
+    /// implementation, threads, batch and metric (W3: `state 256, same
+    /// shape`); empty when nothing does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub variant: String,
+    /// The CPU it ran on (`model name` of /proc/cpuinfo, and cores).
+    #[serde(default)]
+    pub machine: String,
     pub date: String,
     pub git: String,
     pub notes: String,
@@ -31,6 +45,7 @@ pub struct Report {
     records: Vec<Record>,
     date: String,
     git: String,
+    machine: String,
 }
 
 impl Default for Report {
@@ -46,6 +61,7 @@ impl Report {
             records: Vec::new(),
             date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             git: git_short_sha(),
+            machine: machine(),
         }
     }
 
@@ -74,10 +90,29 @@ impl Report {
             unit: unit.into(),
             peak_gflops,
             gflops,
+            bound: None,
+            device: "cpu".into(),
+            variant: String::new(),
+            machine: self.machine.clone(),
             date: self.date.clone(),
             git: self.git.clone(),
             notes: notes.into(),
         });
+    }
+
+    /// Sets the GEMM-only bound (in the record's own unit) of the last
+    /// record added.
+    pub fn add_bound(&mut self, bound: f64) {
+        if let Some(r) = self.records.last_mut() {
+            r.bound = Some(bound);
+        }
+    }
+
+    /// Sets the variant (see [`Record::variant`]) of the last record added.
+    pub fn set_variant(&mut self, variant: &str) {
+        if let Some(r) = self.records.last_mut() {
+            r.variant = variant.into();
+        }
     }
 
     /// The records so far.
@@ -118,4 +153,42 @@ fn git_short_sha() -> String {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into())
+}
+
+fn cpu() -> String {
+    "cpu".into()
+}
+
+/// `model name` of /proc/cpuinfo and the number of logical CPUs, or
+/// "unknown CPU".
+pub fn machine() -> String {
+    let model = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cpus} logical CPUs")
+}
+
+/// Reads the JSON lines of `path` (blank lines skipped).
+///
+/// # Errors
+/// The file cannot be read, or a line is not a record (its line number in
+/// the message).
+pub fn read_jsonl(path: &Path) -> Result<Vec<Record>, String> {
+    let text =
+        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}:{}: not a benchmark record: {e}", path.display(), i + 1))
+        })
+        .collect()
 }

@@ -84,6 +84,55 @@ pub fn train_step(
     Ok(value)
 }
 
+/// One training step with the batch split into `parts.len()` parts, each
+/// built into its own graph and run by its own executor side by side on
+/// the current rayon pool (the trees are independent sub-graphs, as
+/// DL.scala runs them); both backwards accumulate into the one store,
+/// then one update. The same sum of losses and gradients as
+/// [`train_step`], in another summation order.
+pub fn train_step_split(
+    model: &TreeLstm,
+    store: &mut ParamStore,
+    opt: &mut Optimizer,
+    parts: &mut [(Graph, Executor)],
+    trees: &[Tree],
+    ids: &[Vec<u32>],
+) -> Result<f32, String> {
+    let per = trees.len().div_ceil(parts.len().max(1)).max(1);
+    let shared: &ParamStore = store;
+    let run = |(g, exec): &mut (Graph, Executor), trees: &[Tree], ids: &[Vec<u32>]| {
+        g.clear();
+        let mut losses = Vec::with_capacity(trees.len());
+        for (t, ids) in trees.iter().zip(ids) {
+            losses.push(model.tree_loss(g, t, ids).map_err(|e| e.to_string())?);
+        }
+        let loss = g.sum(&losses).map_err(|e| e.to_string())?;
+        exec.forward(g, shared, loss).map_err(|e| e.to_string())?;
+        exec.backward(g, shared, loss).map_err(|e| e.to_string())?;
+        let v = g
+            .value(loss)
+            .map_err(|e| e.to_string())?
+            .to_vec::<f32>()
+            .map_err(|e| e.to_string())?[0];
+        g.clear();
+        Ok::<f32, String>(v)
+    };
+    let losses: Vec<Result<f32, String>> = {
+        use rayon::prelude::*;
+        parts
+            .par_iter_mut()
+            .zip(trees.par_chunks(per).zip(ids.par_chunks(per)))
+            .map(|(part, (t, i))| run(part, t, i))
+            .collect()
+    };
+    let mut total = 0.0;
+    for l in losses {
+        total += l?;
+    }
+    opt.step(store).map_err(|e| e.to_string())?;
+    Ok(total)
+}
+
 /// SGD with lr 0.05, as W1 prescribes.
 pub fn optimizer() -> Optimizer {
     Optimizer::sgd(Sgd {

@@ -1,15 +1,18 @@
 //! Project automation: `cargo xtask <command>` (alias in `.cargo/config.toml`).
 //!
+//! - `cargo xtask bench W1|W2|W3|W4|W5|W6 [--quick] [--threads 1,2]`: one
+//!   workload of `shared/BENCHMARKS.md`, figures appended to
+//!   `target/bench/results.jsonl`.
+//! - `cargo xtask bench all [--quick] [--threads 1,2]`: W1 to W6, then the
+//!   report.
+//! - `cargo xtask bench report`: `target/bench/report.md` and its SVG plots
+//!   from the recorded results.
 //! - `cargo xtask bench kernels [--quick]`: CPU kernel figures next to the
-//!   same-run sgemm peak, appended to `target/bench/results.jsonl`.
-//! - `cargo xtask bench W1 [--quick]`: Tree-LSTM training on SST per strategy.
-//! - `cargo xtask bench W3 [--quick]`: Tree-LSTM inference on random trees.
-//! - `cargo xtask bench W5 [--quick]`: weave modules on ESOL (training).
-//! - `cargo xtask bench W6 [--quick]`: sum-of-a-string GRU, bucketing vs. agenda.
+//!   same-run sgemm peak.
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 #[derive(Parser)]
@@ -28,13 +31,16 @@ enum Task {
         /// Shorter measurements (noisier figures), for a quick look.
         #[arg(long)]
         quick: bool,
+        /// Thread counts, comma-separated (workloads only; default 1,2).
+        #[arg(long)]
+        threads: Option<String>,
         /// Extra arguments passed to the suite (e.g. a criterion filter).
         #[arg(trailing_var_arg = true)]
         rest: Vec<String>,
     },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum Suite {
     /// CPU kernels: sgemm, small-row path, elementwise, gather.
     Kernels,
@@ -43,82 +49,183 @@ enum Suite {
     /// W1: Tree-LSTM training on SST, trees/s per strategy.
     #[value(name = "W1", alias = "w1")]
     W1,
-    /// W3: Tree-LSTM inference on random trees, ms/tree (Fold's Table 1).
+    /// W2: synthetic BiLSTM tagger, sentences/s per strategy and manual.
+    #[value(name = "W2", alias = "w2")]
+    W2,
+    /// W3: Tree-LSTM inference, ms/tree per batch size (Fold's Table 1).
     #[value(name = "W3", alias = "w3")]
     W3,
-    /// W5: weave modules on ESOL, training molecules/s per strategy.
+    /// W4: BiLSTM tagger with character embeddings of rare words.
+    #[value(name = "W4", alias = "w4")]
+    W4,
+    /// W5: weave graph convolutions on ESOL, molecules/s.
     #[value(name = "W5", alias = "w5")]
     W5,
     /// W6: variable-length sequences, bucketing vs. agenda.
     #[value(name = "W6", alias = "w6")]
     W6,
+    /// W1 to W6, then the report.
+    All,
+    /// The report of the recorded results (target/bench/report.md, SVGs).
+    Report,
 }
+
+impl Suite {
+    /// The benchmark binary of a workload.
+    fn binary(self) -> Option<&'static str> {
+        Some(match self {
+            Suite::W1 => "bench-w1",
+            Suite::W2 => "bench-w2",
+            Suite::W3 => "bench-w3",
+            Suite::W4 => "bench-w4",
+            Suite::W5 => "bench-w5",
+            Suite::W6 => "bench-w6",
+            _ => return None,
+        })
+    }
+}
+
+const WORKLOADS: [Suite; 6] = [
+    Suite::W1,
+    Suite::W2,
+    Suite::W3,
+    Suite::W4,
+    Suite::W5,
+    Suite::W6,
+];
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let root = workspace_root();
-    let status = match cli.command {
-        Task::Bench { suite, quick, rest } => {
-            let mut cmd = Command::new(cargo());
-            cmd.current_dir(&root);
-            match suite {
-                Suite::Kernels => {
-                    cmd.args([
-                        "run",
-                        "--release",
-                        "--quiet",
-                        "-p",
-                        "sheaf-benches",
-                        "--bin",
-                        "bench-kernels",
-                        "--",
-                    ]);
-                    if quick {
-                        cmd.arg("--quick");
-                    }
-                }
-                Suite::W1 | Suite::W3 | Suite::W5 | Suite::W6 => {
-                    let bin = match suite {
-                        Suite::W1 => "bench-w1",
-                        Suite::W3 => "bench-w3",
-                        Suite::W5 => "bench-w5",
-                        _ => "bench-w6",
-                    };
-                    cmd.args([
-                        "run",
-                        "--release",
-                        "--quiet",
-                        "-p",
-                        "sheaf-benches",
-                        "--bin",
-                        bin,
-                        "--",
-                    ]);
-                    if quick {
-                        cmd.arg("--quick");
-                    }
-                }
-                Suite::Criterion => {
-                    cmd.args(["bench", "-p", "sheaf-benches", "--"]);
-                    if quick {
-                        cmd.args(["--warm-up-time", "0.2", "--measurement-time", "0.5"]);
-                    }
-                }
-            }
-            cmd.args(rest);
-            cmd.status()
-        }
+    let result = match cli.command {
+        Task::Bench {
+            suite,
+            quick,
+            threads,
+            rest,
+        } => bench(&root, suite, quick, threads.as_deref(), &rest),
     };
-    match status {
-        Ok(s) if s.success() => ExitCode::SUCCESS,
-        Ok(s) => {
-            eprintln!("xtask: the command failed ({s})");
-            ExitCode::FAILURE
-        }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("xtask: cannot run cargo: {e}");
+            eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+fn bench(
+    root: &Path,
+    suite: Suite,
+    quick: bool,
+    threads: Option<&str>,
+    rest: &[String],
+) -> Result<(), String> {
+    match suite {
+        Suite::Kernels => {
+            let mut args = vec!["--quiet", "-p", "sheaf-benches", "--bin", "bench-kernels"];
+            args.push("--");
+            if quick {
+                args.push("--quick");
+            }
+            cargo_run(root, &args, rest)
+        }
+        Suite::Criterion => {
+            let mut cmd = Command::new(cargo());
+            cmd.current_dir(root)
+                .args(["bench", "-p", "sheaf-benches", "--"]);
+            if quick {
+                cmd.args(["--warm-up-time", "0.2", "--measurement-time", "0.5"]);
+            }
+            run(cmd.args(rest))
+        }
+        Suite::Report => report(root, quick, rest),
+        Suite::All => {
+            build_benches(root)?;
+            for w in WORKLOADS {
+                workload(root, w, quick, threads, rest)?;
+            }
+            report(root, quick, &[])
+        }
+        w => {
+            build_benches(root)?;
+            workload(root, w, quick, threads, rest)
+        }
+    }
+}
+
+/// Builds every benchmark binary once, in release mode.
+fn build_benches(root: &Path) -> Result<(), String> {
+    let mut cmd = Command::new(cargo());
+    cmd.current_dir(root).args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "sheaf-benches",
+        "--bins",
+    ]);
+    run(&mut cmd)
+}
+
+fn release_binary(root: &Path, name: &str) -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    dir.join("release").join(name)
+}
+
+fn workload(
+    root: &Path,
+    w: Suite,
+    quick: bool,
+    threads: Option<&str>,
+    rest: &[String],
+) -> Result<(), String> {
+    let Some(bin) = w.binary() else {
+        return Err("not a workload".into());
+    };
+    let mut cmd = Command::new(release_binary(root, bin));
+    cmd.current_dir(root);
+    if quick {
+        cmd.arg("--quick");
+    }
+    if let Some(t) = threads {
+        cmd.args(["--threads", t]);
+    }
+    println!("== {bin}");
+    run(cmd.args(rest))
+}
+
+fn report(root: &Path, quick: bool, rest: &[String]) -> Result<(), String> {
+    let command = format!(
+        "cargo xtask bench all{}",
+        if quick { " --quick" } else { "" }
+    );
+    let args = [
+        "--quiet",
+        "-p",
+        "sheaf-benches",
+        "--bin",
+        "bench-report",
+        "--",
+        "--command",
+        &command,
+    ];
+    cargo_run(root, &args, rest)
+}
+
+fn cargo_run(root: &Path, args: &[&str], rest: &[String]) -> Result<(), String> {
+    let mut cmd = Command::new(cargo());
+    cmd.current_dir(root).args(["run", "--release"]).args(args);
+    run(cmd.args(rest))
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    match cmd.status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("{:?} failed ({s})", cmd.get_program())),
+        Err(e) => Err(format!("cannot run {:?}: {e}", cmd.get_program())),
     }
 }
 

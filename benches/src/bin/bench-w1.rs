@@ -1,16 +1,20 @@
 //! `cargo xtask bench W1 [--quick]`: Tree-LSTM training throughput on SST
 //! (trees/s, useful GFLOP/s, utilisation against the same-run sgemm peak)
-//! for sequential, depth and agenda at 1 and 2 threads.
+//! for sequential, depth and agenda at 1 and 2 threads, each beside its
+//! GEMM-only bound: the trees/s its products alone would allow.
 
 use std::path::Path;
 use std::time::Instant;
 
 use clap::Parser;
 use sheaf_autodiff::{Graph, ParamStore};
+use sheaf_benches::bound::{record_gemms, Products};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
-use sheaf_benches::w1::{model, optimizer, strategies, train_flops, train_step, train_step_blocks};
+use sheaf_benches::w1::{
+    model, optimizer, strategies, train_flops, train_step, train_step_blocks, train_step_split,
+};
 use sheaf_examples::sst::{read_trees, Tree, Vocab};
 use sheaf_examples::tree_lstm_blocks::{compile_training, Phrase};
 use sheaf_sched::{Executor, Strategy};
@@ -36,6 +40,16 @@ struct Args {
     /// each), as the ratio of their throughputs.
     #[arg(long)]
     blocks: bool,
+    /// Run only these strategies (e.g. `--only agenda` under a profiler).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Skip the GEMM-only bound (its timing would swamp a profile).
+    #[arg(long)]
+    no_bound: bool,
+    /// At more than one thread, also run each batch split into this many
+    /// independent graphs side by side (`depth/split`, `agenda/split`).
+    #[arg(long, default_value_t = 2)]
+    split: usize,
 }
 
 const BATCH: usize = 64;
@@ -88,45 +102,28 @@ fn main() {
     }
     let mut report = Report::new();
     println!(
-        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>8}",
-        "impl", "threads", "trees/s", "GFLOP/s", "peak", "util"
+        "{:>13} {:>8} {:>10} {:>9} {:>8} {:>8} {:>10} {:>8}",
+        "impl", "threads", "trees/s", "GFLOP/s", "peak", "util", "bound", "of bound"
     );
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
-        for (name, strategy) in strategies() {
-            let result = with_threads(threads, || -> Result<(f64, Option<String>), String> {
-                let mut store = ParamStore::new();
-                let model = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
-                let mut opt = optimizer();
-                let mut g = Graph::new();
-                let mut exec = strategy.map(Executor::new);
-                for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
-                    train_step(
-                        &model,
-                        &mut store,
-                        &mut opt,
-                        &mut g,
-                        exec.as_mut(),
-                        chunk,
-                        ids,
-                    )?;
-                }
-                let start = Instant::now();
-                for (chunk, ids) in measured.chunks(BATCH).zip(measured_ids.chunks(BATCH)) {
-                    train_step(
-                        &model,
-                        &mut store,
-                        &mut opt,
-                        &mut g,
-                        exec.as_mut(),
-                        chunk,
-                        ids,
-                    )?;
-                }
-                let secs = start.elapsed().as_secs_f64();
-                Ok((secs, exec.map(|e| e.stats().to_string())))
-            });
-            let (secs, stats) = match result {
+        let mut runs: Vec<(String, Option<Strategy>, usize)> = strategies()
+            .into_iter()
+            .map(|(name, s)| (name.to_string(), s, 1))
+            .collect();
+        if threads > 1 && args.split > 1 {
+            for s in [Strategy::Depth, Strategy::Agenda] {
+                runs.push((format!("{}/split", s.name()), Some(s), args.split));
+            }
+        }
+        for (name, strategy, split) in runs {
+            let base = name.split('/').next().unwrap_or(&name);
+            if !args.only.is_empty() && !args.only.iter().any(|o| o == base || *o == name) {
+                continue;
+            }
+            let data = (warm, warm_ids, measured, measured_ids);
+            let result = with_threads(threads, || time_run(vocab.len(), strategy, split, data));
+            let (secs, products, stats) = match result {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("{name}: {e}");
@@ -135,16 +132,27 @@ fn main() {
             };
             let rate = timed as f64 / secs;
             let gflops = flops / secs / 1e9;
+            let bound = if args.no_bound {
+                f64::NAN
+            } else {
+                timed as f64 / products.seconds(threads, budget)
+            };
             println!(
-                "{name:>11} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}%",
-                100.0 * gflops / peak
+                "{name:>13} {threads:>8} {rate:>10.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {bound:>10.1} {:>7.1}%",
+                100.0 * gflops / peak,
+                100.0 * rate / bound
             );
             if let (true, Some(stats)) = (args.stats, stats) {
                 println!("last step of {name} at {threads} thread(s): {stats}");
             }
+            let split_note = if split > 1 {
+                format!(", each batch split into {split} graphs run side by side")
+            } else {
+                String::new()
+            };
             report.add(
                 "W1",
-                name,
+                base,
                 threads,
                 BATCH,
                 "throughput",
@@ -152,8 +160,20 @@ fn main() {
                 "trees/s",
                 peak,
                 Some(gflops),
-                &format!("{timed} trees, utilisation {:.3}", gflops / peak),
+                &format!(
+                    "{timed} trees, utilisation {:.3}, {:.3} of the GEMM-only bound ({} products, {} shapes){split_note}",
+                    gflops / peak,
+                    rate / bound,
+                    products.calls(),
+                    products.distinct()
+                ),
             );
+            if !args.no_bound {
+                report.add_bound(bound);
+            }
+            if split > 1 {
+                report.set_variant(&format!("split {split}"));
+            }
         }
     }
     let path = args.out.unwrap_or_else(default_results_path);
@@ -166,6 +186,52 @@ fn main() {
         report.records().len(),
         path.display()
     );
+}
+
+/// Warm-up trees and ids, timed trees and ids.
+type Split<'a> = (&'a [Tree], &'a [Vec<u32>], &'a [Tree], &'a [Vec<u32>]);
+
+/// Trains from a fresh model on the warm-up trees, then times the timed
+/// ones: (seconds, their products, the last step's plan statistics).
+/// `split > 1` runs each batch as that many graphs side by side.
+fn time_run(
+    vocab: usize,
+    strategy: Option<Strategy>,
+    split: usize,
+    (warm, warm_ids, timed, timed_ids): Split,
+) -> Result<(f64, Products, Option<String>), String> {
+    let mut store = ParamStore::new();
+    let model = model(&mut store, vocab, 1).map_err(|e| e.to_string())?;
+    let mut opt = optimizer();
+    let mut g = Graph::new();
+    let mut exec = strategy.map(Executor::new);
+    let mut parts: Vec<(Graph, Executor)> = match strategy {
+        Some(s) if split > 1 => (0..split)
+            .map(|_| (Graph::new(), Executor::new(s)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut step = |store: &mut ParamStore, trees: &[Tree], ids: &[Vec<u32>]| {
+        if parts.is_empty() {
+            train_step(&model, store, &mut opt, &mut g, exec.as_mut(), trees, ids)
+        } else {
+            train_step_split(&model, store, &mut opt, &mut parts, trees, ids)
+        }
+    };
+    for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
+        step(&mut store, chunk, ids)?;
+    }
+    let start = Instant::now();
+    let (run, products) = record_gemms(|| -> Result<(), String> {
+        for (chunk, ids) in timed.chunks(BATCH).zip(timed_ids.chunks(BATCH)) {
+            step(&mut store, chunk, ids)?;
+        }
+        Ok(())
+    });
+    let secs = start.elapsed().as_secs_f64();
+    run?;
+    let stats = exec.map(|e| e.stats().to_string());
+    Ok((secs, products, stats))
 }
 
 /// The first 128 trees warm up, the rest are timed.

@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use sheaf_autodiff::{Adam, Optimizer, ParamStore};
-use sheaf_benches::measure::Budget;
+use sheaf_benches::bound::{record_gemms, Products};
+use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w6::{train_flops, MIXES};
@@ -30,18 +31,22 @@ struct Args {
     /// Where to append the JSON lines.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Thread counts to run.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    threads: Vec<usize>,
 }
 
 const HIDDEN: usize = 32;
 const WARM: usize = 128;
 
-/// Seconds to train on `timed` after `warm`, and the padding fraction.
+/// Seconds to train on `timed` after `warm`, the padding fraction, and the
+/// timed run's products.
 fn time(
     mode: Mode,
     batch: usize,
     warm: &[Example],
     timed: &[Example],
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64, Products), String> {
     let mut store = ParamStore::new();
     let model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
     let mut opt = Optimizer::adam(Adam {
@@ -62,9 +67,14 @@ fn time(
     go(warm, &mut runner)?;
     runner.steps = (0, 0);
     let start = Instant::now();
-    go(timed, &mut runner)?;
+    let (run, products) = record_gemms(|| go(timed, &mut runner));
     let secs = start.elapsed().as_secs_f64();
-    Ok((secs, runner.steps.0 as f64 / runner.steps.1.max(1) as f64))
+    run?;
+    Ok((
+        secs,
+        runner.steps.0 as f64 / runner.steps.1.max(1) as f64,
+        products,
+    ))
 }
 
 /// Relative difference of the bucketed and the unpadded sequential loss
@@ -90,19 +100,33 @@ fn main() {
         std::process::exit(2);
     }
     let n = if args.quick { 512 } else { 2048 };
-    let peak = sgemm_peak_gflops(
-        1,
-        if args.quick {
-            Budget::quick()
-        } else {
-            Budget::full()
-        },
-    );
+    let budget = if args.quick {
+        Budget::quick()
+    } else {
+        Budget::full()
+    };
     let mut report = Report::new();
-    println!("W6: sum of a string, 2-layer GRU H {HIDDEN}, batch {}, {n} timed strings, 1 thread, sgemm peak {peak:.1} GFLOP/s", args.batch);
+    for &threads in &args.threads {
+        run_threads(&args, threads, n, budget, &mut report);
+    }
+    let path = args.out.unwrap_or_else(default_results_path);
+    if let Err(e) = report.append_jsonl(&path) {
+        eprintln!("cannot write {}: {e}", path.display());
+        std::process::exit(1);
+    }
     println!(
-        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>10}",
-        "mix", "impl", "strings/s", "GFLOP/s", "padding", "loss gap"
+        "appended {} results to {}",
+        report.records().len(),
+        path.display()
+    );
+}
+
+fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &mut Report) {
+    let peak = sgemm_peak_gflops(threads, budget);
+    println!("W6: sum of a string, 2-layer GRU H {HIDDEN}, batch {}, {n} timed strings, {threads} thread(s), sgemm peak {peak:.1} GFLOP/s", args.batch);
+    println!(
+        "{:>11} {:>8} {:>10} {:>9} {:>8} {:>10} {:>10} {:>9}",
+        "mix", "impl", "strings/s", "GFLOP/s", "padding", "loss gap", "bound", "of bound"
     );
     for (mix, lo, hi) in MIXES {
         let data = generate(WARM + n, 7, lo, hi);
@@ -117,11 +141,13 @@ fn main() {
             ("bucket", Mode::Bucket(args.spacing)),
             ("agenda", Mode::Dynamic(Strategy::Agenda)),
         ] {
-            let (secs, pad) = time(mode, args.batch, warm, timed).unwrap_or_else(|e| {
-                eprintln!("{name}: {e}");
-                std::process::exit(1)
-            });
+            let (secs, pad, products) =
+                with_threads(threads, || time(mode, args.batch, warm, timed)).unwrap_or_else(|e| {
+                    eprintln!("{name}: {e}");
+                    std::process::exit(1)
+                });
             let rate = n as f64 / secs;
+            let bound = n as f64 / products.seconds(threads, budget);
             let gflops = flops / secs / 1e9;
             let gap_note = if name == "bucket" {
                 format!("{gap:.1e}")
@@ -129,8 +155,9 @@ fn main() {
                 "-".into()
             };
             println!(
-                "{mix:>11} {name:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10}",
-                100.0 * pad
+                "{mix:>11} {name:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10} {bound:>10.1} {:>8.1}%",
+                100.0 * pad,
+                100.0 * rate / bound
             );
             let notes = format!(
                 "lengths {lo}-{hi}, spacing {}, padding fraction {pad:.4}, bucketed vs unpadded loss rel. diff {gap:.2e}",
@@ -139,7 +166,7 @@ fn main() {
             report.add(
                 "W6",
                 name,
-                1,
+                threads,
                 args.batch,
                 "throughput",
                 rate,
@@ -148,11 +175,13 @@ fn main() {
                 Some(gflops),
                 &notes,
             );
+            report.add_bound(bound);
+            report.set_variant(mix);
             if name == "bucket" {
                 report.add(
                     "W6",
                     name,
-                    1,
+                    threads,
                     args.batch,
                     "padding_fraction",
                     pad,
@@ -161,17 +190,8 @@ fn main() {
                     None,
                     &notes,
                 );
+                report.set_variant(mix);
             }
         }
     }
-    let path = args.out.unwrap_or_else(default_results_path);
-    if let Err(e) = report.append_jsonl(&path) {
-        eprintln!("cannot write {}: {e}", path.display());
-        std::process::exit(1);
-    }
-    println!(
-        "appended {} results to {}",
-        report.records().len(),
-        path.display()
-    );
 }

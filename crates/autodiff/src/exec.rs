@@ -74,12 +74,12 @@ impl Sequential {
             nodes = end.saturating_sub(g.evaluated)
         )
         .entered();
-        g.values.resize(g.nodes.len(), None);
-        g.aux.resize(g.nodes.len(), None);
+        g.values.resize(g.nodes.len());
+        g.aux.resize(g.nodes.len());
         for i in g.evaluated..end.max(g.evaluated) {
             let id = NodeId(i as u32);
             let value = self.forward_node(g, store, id)?;
-            g.values[i] = Some(value);
+            g.values.own[i] = Some(value);
         }
         g.evaluated = g.evaluated.max(end);
         g.value(target).cloned()
@@ -97,7 +97,7 @@ impl Sequential {
         let arg_ids = g.args(id).to_vec();
         let mut args = Vec::with_capacity(arg_ids.len());
         for (j, a) in arg_ids.iter().enumerate() {
-            let v = g.values[a.index()]
+            let v = g.values.own[a.index()]
                 .as_ref()
                 .ok_or(GraphError::NotComputed {
                     op: g.op_name(*a),
@@ -118,7 +118,7 @@ impl Sequential {
             });
         }
         if let Some(first) = arg_ids.first() {
-            let src = g.values[first.index()].as_ref();
+            let src = g.values.own[first.index()].as_ref();
             if let Some(view) = src.and_then(|v| op.view(v, &node.shape, node.attr)) {
                 return view.map_err(|source| GraphError::Exec {
                     op: name,
@@ -163,7 +163,7 @@ impl Sequential {
                 });
             }
         }
-        g.aux[id.index()] = aux;
+        g.aux.own[id.index()] = aux;
         out.reshape(node.shape).map_err(exec)
     }
 
@@ -187,9 +187,9 @@ impl Sequential {
         }
         let _span = tracing::debug_span!("backward", executor = "sequential").entered();
         g.grads.clear();
-        g.grads.resize(g.nodes.len(), None);
+        g.grads.resize(g.nodes.len());
         let name = g.op_name(loss_id);
-        g.grads[loss_id.index()] = Some(Tensor::full_f32(1.0, shape, Device::Cpu).map_err(
+        g.grads.own[loss_id.index()] = Some(Tensor::full_f32(1.0, shape, Device::Cpu).map_err(
             |source| GraphError::Exec {
                 op: name,
                 node: loss_id,
@@ -198,7 +198,7 @@ impl Sequential {
         )?);
         for i in (0..=loss_id.index()).rev() {
             let id = NodeId(i as u32);
-            let Some(dy) = g.grads[i].clone() else {
+            let Some(dy) = g.grads.own[i].clone() else {
                 continue;
             };
             let node = g.nodes[i].clone();
@@ -237,12 +237,14 @@ impl Sequential {
         let mut slots: Vec<Slot<'_>> = Vec::with_capacity(n);
         for (j, &a) in arg_ids.iter().enumerate() {
             let role = op.arg_role(j, n);
-            let v = g.values[a.index()].clone().ok_or(GraphError::NotComputed {
-                op: g.op_name(a),
-                node: a,
-                what: "value",
-                hint: "forward",
-            })?;
+            let v = g.values.own[a.index()]
+                .clone()
+                .ok_or(GraphError::NotComputed {
+                    op: g.op_name(a),
+                    node: a,
+                    what: "value",
+                    hint: "forward",
+                })?;
             args.push(match role {
                 ArgRole::Stack => v.reshape(stacked(v.shape(), name, id)?).map_err(exec)?,
                 ArgRole::Share => v,
@@ -255,7 +257,7 @@ impl Sequential {
                 NodeKind::Param(_) => Slot::Node(a, zeros(a_node.shape, name, id)?, true),
                 NodeKind::Op if repeated => Slot::Node(a, zeros(a_node.shape, name, id)?, true),
                 NodeKind::Op => {
-                    let t = match g.grads[a.index()].take() {
+                    let t = match g.grads.own[a.index()].take() {
                         Some(t) => t,
                         None => zeros(a_node.shape, name, id)?,
                     };
@@ -263,7 +265,7 @@ impl Sequential {
                 }
             });
         }
-        let out = g.values[id.index()]
+        let out = g.values.own[id.index()]
             .clone()
             .ok_or(GraphError::NotComputed {
                 op: name,
@@ -273,7 +275,7 @@ impl Sequential {
             })?;
         let out = out.reshape(stacked(node.shape, name, id)?).map_err(exec)?;
         let dout = dy.reshape(out.shape()).map_err(exec)?;
-        let aux = g.aux[id.index()].clone();
+        let aux = g.aux.own[id.index()].clone();
         let seeds = [g.node_seed(id)];
         let data = [node.data];
         let sparse = {
@@ -330,7 +332,7 @@ impl Sequential {
                             acc.dense = true;
                         }
                         _ => {
-                            let mut dst = match g.grads[a.index()].take() {
+                            let mut dst = match g.grads.own[a.index()].take() {
                                 Some(d) => d,
                                 None => zeros(t.shape(), name, id)?,
                             };
@@ -357,7 +359,7 @@ impl Sequential {
                 });
             }
         }
-        g.grads[a.index()] = Some(t);
+        g.grads.own[a.index()] = Some(t);
         Ok(())
     }
 }

@@ -14,8 +14,9 @@ use smallvec::SmallVec;
 use crate::error::{GraphError, Result};
 use crate::id::{Expr, NodeId, OpId, SigId};
 use crate::op::{ArgRole, Attr, Cost, Op};
-use crate::ops::builtin::{instances, Builtin};
+use crate::ops::leaves::{instances, LeafOp};
 use crate::params::{Param, ParamId};
+use crate::slots::Slots;
 
 /// Source of unique graph keys, so handles of two graphs never mix.
 static NEXT_GRAPH: AtomicU32 = AtomicU32::new(1);
@@ -36,12 +37,32 @@ pub enum NodeKind {
 pub struct Node {
     pub(crate) op: OpId,
     pub(crate) kind: NodeKind,
-    pub(crate) args: (u32, u32),
     pub(crate) attr: Attr,
     pub(crate) data: u32,
     pub(crate) shape: Shape,
     pub(crate) sig: SigId,
     pub(crate) depth: u32,
+}
+
+/// What planning reads of a node, packed in 16 bytes (a [`Node`] with its
+/// inline shape is about 100): planning a million nodes is bound by the
+/// memory it walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanNode {
+    /// The node's batching signature.
+    pub sig: SigId,
+    /// Its depth, or `u32::MAX` for a leaf (an input or parameter, which
+    /// no kernel computes).
+    pub depth: u32,
+    /// Its arguments: `Graph::arg_list()[args.0 as usize..args.1 as usize]`.
+    pub args: (u32, u32),
+}
+
+impl PlanNode {
+    /// Whether a kernel computes the node (it is not a leaf).
+    pub fn is_op(&self) -> bool {
+        self.depth != u32::MAX
+    }
 }
 
 /// What the scheduler needs to know about a signature.
@@ -63,6 +84,8 @@ pub struct Graph {
     key: u32,
     generation: u32,
     pub(crate) nodes: Vec<Node>,
+    /// The planning view of `nodes`, kept in step.
+    plan_nodes: Vec<PlanNode>,
     pub(crate) arg_list: Vec<NodeId>,
     ops: Vec<Arc<dyn Op>>,
     user_ops: FxHashMap<usize, OpId>,
@@ -71,11 +94,11 @@ pub struct Graph {
     pub(crate) inputs: Vec<Tensor>,
     param_nodes: FxHashMap<ParamId, NodeId>,
     /// Values of evaluated nodes (per-instance shape, no batch axis).
-    pub(crate) values: Vec<Option<Tensor>>,
+    pub(crate) values: Slots,
     /// Auxiliary buffers saved by forward for backward.
-    pub(crate) aux: Vec<Option<Tensor>>,
+    pub(crate) aux: Slots,
     /// Gradients after the last backward.
-    pub(crate) grads: Vec<Option<Tensor>>,
+    pub(crate) grads: Slots,
     /// Nodes `0..evaluated` have values (incremental forward).
     pub(crate) evaluated: usize,
     pub(crate) train: bool,
@@ -106,6 +129,7 @@ impl Graph {
             key: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
             generation: 0,
             nodes: Vec::new(),
+            plan_nodes: Vec::new(),
             arg_list: Vec::new(),
             ops: instances(),
             user_ops: FxHashMap::default(),
@@ -113,9 +137,9 @@ impl Graph {
             sigs: Vec::new(),
             inputs: Vec::new(),
             param_nodes: FxHashMap::default(),
-            values: Vec::new(),
-            aux: Vec::new(),
-            grads: Vec::new(),
+            values: Slots::default(),
+            aux: Slots::default(),
+            grads: Slots::default(),
             evaluated: 0,
             train: true,
             seed: 0,
@@ -128,6 +152,7 @@ impl Graph {
     pub fn clear(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.nodes.clear();
+        self.plan_nodes.clear();
         self.arg_list.clear();
         self.sig_ids.clear();
         self.sigs.clear();
@@ -137,7 +162,7 @@ impl Graph {
         self.aux.clear();
         self.grads.clear();
         self.evaluated = 0;
-        self.ops.truncate(Builtin::ALL.len());
+        self.ops.truncate(LeafOp::ALL.len());
         self.user_ops.clear();
     }
 
@@ -174,7 +199,7 @@ impl Graph {
         let shape = value.shape();
         let index = self.inputs.len() as u32;
         self.inputs.push(value);
-        self.push_leaf(Builtin::Input, NodeKind::Input(index), shape)
+        self.push_leaf(LeafOp::Input, NodeKind::Input(index), shape)
     }
 
     /// The node of a parameter; one node per parameter and graph, so every
@@ -183,7 +208,7 @@ impl Graph {
         if let Some(&node) = self.param_nodes.get(&p.id()) {
             return self.expr(node);
         }
-        let e = self.push_leaf(Builtin::Parameter, NodeKind::Param(p.id()), p.shape());
+        let e = self.push_leaf(LeafOp::Parameter, NodeKind::Param(p.id()), p.shape());
         self.param_nodes.insert(p.id(), e.node);
         e
     }
@@ -192,17 +217,6 @@ impl Graph {
     /// lets its nodes share batches.
     pub fn apply(&mut self, op: &Arc<dyn Op>, args: &[Expr], attr: Attr) -> Result<Expr> {
         self.apply_with_data(op, args, attr, 0)
-    }
-
-    /// Applies a built-in op.
-    pub(crate) fn builtin(
-        &mut self,
-        op: Builtin,
-        args: &[Expr],
-        attr: Attr,
-        data: u32,
-    ) -> Result<Expr> {
-        self.push(OpId(op as u32), args, attr, data)
     }
 
     /// Per-instance shape of a node.
@@ -216,7 +230,6 @@ impl Graph {
         let node = self.check(e, "value")?;
         self.values
             .get(node.index())
-            .and_then(|v| v.as_ref())
             .ok_or_else(|| GraphError::NotComputed {
                 op: self.op_name(node),
                 node,
@@ -230,7 +243,6 @@ impl Graph {
         let node = self.check(e, "grad")?;
         self.grads
             .get(node.index())
-            .and_then(|v| v.as_ref())
             .ok_or_else(|| GraphError::NotComputed {
                 op: self.op_name(node),
                 node,
@@ -274,8 +286,18 @@ impl Graph {
     /// The argument nodes of a node.
     #[inline]
     pub fn args(&self, node: NodeId) -> &[NodeId] {
-        let (start, end) = self.nodes[node.index()].args;
+        let (start, end) = self.plan_nodes[node.index()].args;
         &self.arg_list[start as usize..end as usize]
+    }
+
+    /// Every node's planning view, indexed by node (see [`PlanNode`]).
+    pub fn plan_nodes(&self) -> &[PlanNode] {
+        &self.plan_nodes
+    }
+
+    /// Every node's arguments, back to back (ranges in [`PlanNode::args`]).
+    pub fn arg_list(&self) -> &[NodeId] {
+        &self.arg_list
     }
 
     /// A node's record (kind, shape, signature, depth).
@@ -305,7 +327,7 @@ impl Graph {
         z ^ (z >> 31)
     }
 
-    fn push_leaf(&mut self, op: Builtin, kind: NodeKind, shape: Shape) -> Expr {
+    fn push_leaf(&mut self, op: LeafOp, kind: NodeKind, shape: Shape) -> Expr {
         let id = NodeId(self.nodes.len() as u32);
         // Leaves never run a kernel: a private signature keeps them apart.
         let sig = self.intern_sig(
@@ -313,10 +335,14 @@ impl Graph {
             [u64::MAX, id.0 as u64].into_iter().collect(),
         );
         let start = self.arg_list.len() as u32;
+        self.plan_nodes.push(PlanNode {
+            sig,
+            depth: u32::MAX,
+            args: (start, start),
+        });
         self.nodes.push(Node {
             op: OpId(op as u32),
             kind,
-            args: (start, start),
             attr: 0,
             data: 0,
             shape,
@@ -365,10 +391,14 @@ impl Graph {
         let sig = self.intern_sig(op_id, key);
         let start = self.arg_list.len() as u32;
         self.arg_list.extend(args.iter().map(|a| a.node));
+        self.plan_nodes.push(PlanNode {
+            sig,
+            depth,
+            args: (start, self.arg_list.len() as u32),
+        });
         self.nodes.push(Node {
             op: op_id,
             kind: NodeKind::Op,
-            args: (start, self.arg_list.len() as u32),
             attr,
             data,
             shape,
@@ -477,18 +507,25 @@ impl Graph {
     /// Makes room for values, aux buffers and gradients of every node.
     pub fn prepare_storage(&mut self) {
         let n = self.nodes.len();
-        self.values.resize(n, None);
-        self.aux.resize(n, None);
+        self.values.resize(n);
+        self.aux.resize(n);
     }
     /// Stores a node's value (per-instance shape).
     pub fn set_value(&mut self, node: NodeId, value: Tensor) {
-        if let Some(v) = self.values.get_mut(node.index()) {
-            *v = Some(value);
+        self.values.set(node.index(), value);
+    }
+    /// Stores the values of a batch at once: row `r` of `batch` (`[b,
+    /// ...]`) is the value of `nodes[r]` (all of one signature, so of one
+    /// shape), made a view when first read.
+    pub fn set_value_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
+        if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
+            let shape = n.shape;
+            self.values.set_rows(nodes, batch, shape);
         }
     }
     /// A node's value, if computed (by id, unchecked generation).
     pub fn value_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.values.get(node.index()).and_then(|v| v.as_ref())
+        self.values.get(node.index())
     }
     /// Drops the graph's references to parameter values, keeping every
     /// other value and gradient readable. Parameters share storage with the
@@ -496,7 +533,7 @@ impl Graph {
     /// one it writes (copy on write); call this before the step when the
     /// graph is kept.
     pub fn release_params(&mut self) {
-        for (node, value) in self.nodes.iter().zip(self.values.iter_mut()) {
+        for (node, value) in self.nodes.iter().zip(self.values.own.iter_mut()) {
             if matches!(node.kind, NodeKind::Param(_)) {
                 *value = None;
             }
@@ -504,13 +541,16 @@ impl Graph {
     }
     /// Stores a node's auxiliary buffer (per-instance shape).
     pub fn set_aux(&mut self, node: NodeId, aux: Tensor) {
-        if let Some(v) = self.aux.get_mut(node.index()) {
-            *v = Some(aux);
-        }
+        self.aux.set(node.index(), aux);
+    }
+    /// Stores the auxiliary buffers of a batch at once (see
+    /// [`Graph::set_value_rows`]), each of `aux_shape`.
+    pub fn set_aux_rows(&mut self, nodes: &[NodeId], batch: Tensor, aux_shape: Shape) {
+        self.aux.set_rows(nodes, batch, aux_shape);
     }
     /// A node's auxiliary buffer.
     pub fn aux_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.aux.get(node.index()).and_then(|v| v.as_ref())
+        self.aux.get(node.index())
     }
     /// Marks nodes `0..n` as evaluated.
     pub fn set_evaluated(&mut self, n: usize) {
@@ -519,20 +559,26 @@ impl Graph {
     /// Drops all gradients and makes room for new ones.
     pub fn reset_grads(&mut self) {
         self.grads.clear();
-        self.grads.resize(self.nodes.len(), None);
+        self.grads.resize(self.nodes.len());
     }
     /// Takes a node's gradient out (to accumulate into it).
     pub fn take_grad(&mut self, node: NodeId) -> Option<Tensor> {
-        self.grads.get_mut(node.index()).and_then(|g| g.take())
+        self.grads.take(node.index())
     }
     /// Stores a node's gradient.
     pub fn set_grad(&mut self, node: NodeId, grad: Tensor) {
-        if let Some(g) = self.grads.get_mut(node.index()) {
-            *g = Some(grad);
+        self.grads.set(node.index(), grad);
+    }
+    /// Stores the gradients of a batch at once (see
+    /// [`Graph::set_value_rows`]).
+    pub fn set_grad_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
+        if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
+            let shape = n.shape;
+            self.grads.set_rows(nodes, batch, shape);
         }
     }
     /// A node's gradient (by id).
     pub fn grad_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.grads.get(node.index()).and_then(|g| g.as_ref())
+        self.grads.get(node.index())
     }
 }

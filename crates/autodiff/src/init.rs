@@ -6,7 +6,7 @@
 //! exactly; values are drawn in row-major order.
 
 use rand::{Rng, RngExt};
-use sheaf_tensor::{Shape, Tensor};
+use sheaf_tensor::{DType, Device, Shape, Tensor};
 
 use crate::error::{GraphError, Result};
 use crate::params::{Param, ParamStore};
@@ -35,34 +35,43 @@ pub enum Init {
 
 impl Init {
     /// A new f32 tensor of `shape` drawn from this distribution.
+    ///
+    /// The tensor is allocated first, fallibly, and drawn into in place: a
+    /// shape too large for memory is an error naming the bytes, not an
+    /// abort.
     pub fn tensor<R: Rng + ?Sized>(&self, shape: impl Into<Shape>, rng: &mut R) -> Result<Tensor> {
         let shape = shape.into();
-        let n = shape.numel().map_err(|source| tensor_err(self, source))?;
-        let data = match *self {
-            Init::Zeros => vec![0.0; n],
-            Init::Const(c) => vec![c; n],
-            Init::Uniform { low, high } => {
-                if !(low.is_finite() && high.is_finite() && low <= high) {
-                    return Err(invalid(format!(
-                        "Init::Uniform needs finite low <= high, given [{low}, {high}]"
-                    )));
-                }
-                uniform(n, low, high, rng)
+        match *self {
+            Init::Uniform { low, high }
+                if !(low.is_finite() && high.is_finite() && low <= high) =>
+            {
+                return Err(invalid(format!(
+                    "Init::Uniform needs finite low <= high, given [{low}, {high}]"
+                )));
             }
-            Init::Normal { mean, std } => {
-                if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
-                    return Err(invalid(format!(
-                        "Init::Normal needs a finite mean and std >= 0, given mean {mean}, std {std}"
-                    )));
-                }
-                normal(n, mean, std, rng)
+            Init::Normal { mean, std } if !(mean.is_finite() && std.is_finite() && std >= 0.0) => {
+                return Err(invalid(format!(
+                    "Init::Normal needs a finite mean and std >= 0, given mean {mean}, std {std}"
+                )));
             }
+            _ => {}
+        }
+        let mut t = Tensor::zeros(shape, DType::F32, Device::Cpu)
+            .map_err(|e| tensor_err(self, &shape, e))?;
+        let data = t
+            .as_mut_slice::<f32>()
+            .map_err(|e| tensor_err(self, &shape, e))?;
+        match *self {
+            Init::Zeros => {}
+            Init::Const(c) => data.fill(c),
+            Init::Uniform { low, high } => uniform(data, low, high, rng),
+            Init::Normal { mean, std } => normal(data, mean, std, rng),
             Init::GlorotUniform => {
                 let limit = glorot_limit(&shape);
-                uniform(n, -limit, limit, rng)
+                uniform(data, -limit, limit, rng)
             }
-        };
-        Tensor::from_vec(data, shape).map_err(|source| tensor_err(self, source))
+        }
+        Ok(t)
     }
 }
 
@@ -82,38 +91,34 @@ fn glorot_limit(shape: &Shape) -> f32 {
     (6.0 / fans).sqrt() as f32
 }
 
-fn uniform<R: Rng + ?Sized>(n: usize, low: f32, high: f32, rng: &mut R) -> Vec<f32> {
+fn uniform<R: Rng + ?Sized>(out: &mut [f32], low: f32, high: f32, rng: &mut R) {
     let width = high - low;
-    (0..n)
-        .map(|_| (low + width * rng.random::<f32>()).min(high))
-        .collect()
+    for x in out {
+        *x = (low + width * rng.random::<f32>()).min(high);
+    }
 }
 
-fn normal<R: Rng + ?Sized>(n: usize, mean: f32, std: f32, rng: &mut R) -> Vec<f32> {
-    let mut out = Vec::with_capacity(n);
-    while out.len() < n {
+fn normal<R: Rng + ?Sized>(out: &mut [f32], mean: f32, std: f32, rng: &mut R) {
+    for pair in out.chunks_mut(2) {
         // u1 in (0, 1] keeps ln(u1) finite; each pair of uniforms gives two
         // independent standard normals.
         let u1 = 1.0 - rng.random::<f64>();
         let u2 = rng.random::<f64>();
         let r = (-2.0 * u1.ln()).sqrt();
         let theta = std::f64::consts::TAU * u2;
-        for z in [r * theta.cos(), r * theta.sin()] {
-            if out.len() < n {
-                out.push((mean as f64 + std as f64 * z) as f32);
-            }
+        for (x, z) in pair.iter_mut().zip([r * theta.cos(), r * theta.sin()]) {
+            *x = (mean as f64 + std as f64 * z) as f32;
         }
     }
-    out
 }
 
 fn invalid(what: String) -> GraphError {
     GraphError::Params(what)
 }
 
-fn tensor_err(init: &Init, source: sheaf_tensor::TensorError) -> GraphError {
+fn tensor_err(init: &Init, shape: &Shape, source: sheaf_tensor::TensorError) -> GraphError {
     GraphError::Tensor {
-        context: format!("initializing a parameter with {init:?}"),
+        context: format!("initializing a parameter of shape {shape} with {init:?}"),
         source: Box::new(source),
     }
 }

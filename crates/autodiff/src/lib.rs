@@ -124,11 +124,12 @@ mod op;
 mod ops;
 mod optim;
 mod params;
+mod slots;
 pub mod testing;
 
 pub use error::{GraphError, Result};
 pub use exec::Sequential;
-pub use graph::{Graph, Node, NodeKind, SigInfo};
+pub use graph::{Graph, Node, NodeKind, PlanNode, SigInfo};
 pub use id::{Expr, NodeId, OpId, SigId};
 pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};

@@ -173,3 +173,62 @@ fn swish_shape_errors() {
         "swish: expected one argument, given [3], [3]"
     );
 }
+
+/// Swish whose backward adds `offset * dy`: a wrong gradient, off by
+/// `offset` per element, that a gradient check must catch.
+struct SkewedSwish {
+    offset: f32,
+}
+
+impl Op for SkewedSwish {
+    fn name(&self) -> &'static str {
+        "skewed_swish"
+    }
+    fn infer_shape(&self, args: &[Shape], attr: Attr) -> Result<Shape, ShapeError> {
+        Swish.infer_shape(args, attr)
+    }
+    fn aux_shape(&self, out: &Shape, args: &[Shape], attr: Attr) -> Option<Shape> {
+        Swish.aux_shape(out, args, attr)
+    }
+    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        Swish.forward(cx)
+    }
+    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        Swish.backward(cx)?;
+        let (be, dy) = (cx.backend, cx.dout);
+        let skew = Tensor::from_vec(vec![self.offset; dy.numel()], dy.shape())?;
+        if let Some(dx) = cx.dargs[0].as_mut() {
+            be.mul_acc(dy, &skew, dx.reborrow())?;
+        }
+        Ok(())
+    }
+}
+
+/// The check itself is tested: gradients off by 0.3% of their size, or by
+/// 2e-3 absolute, fail it (the old atol = rtol = 1e-2 let both through),
+/// and the exact ones pass with the same settings.
+#[test]
+fn gradient_check_fails_on_slightly_wrong_backward() {
+    let sum: Arc<dyn Op> = Arc::new(SumAll);
+    let check = |op: Arc<dyn Op>, scale: f32| {
+        let sum = sum.clone();
+        let mut store = ParamStore::new();
+        let xs: Vec<f32> = X.iter().map(|x| x * scale).collect();
+        let p = store.add("x", vec_t(&xs)).unwrap();
+        let build = move |g: &mut Graph, xs: &[Expr]| {
+            let y = g.apply(&op, &[xs[0]], 0)?;
+            g.apply(&sum, &[y], 0)
+        };
+        check_gradients(&mut store, &[p], &build, GradCheck::default())
+    };
+    let skewed = |offset| -> Arc<dyn Op> { Arc::new(SkewedSwish { offset }) };
+    for scale in [1.0, 0.01] {
+        check(Arc::new(Swish), scale).unwrap();
+        check(skewed(0.0), scale).unwrap();
+        let err = check(skewed(2e-3), scale).unwrap_err().to_string();
+        assert!(err.contains("gradient check failed for x"), "{err}");
+    }
+    // Relative: swish'(3) is about 1.09; 0.3% of it is 3.3e-3.
+    let err = check(skewed(3.3e-3), 1.0).unwrap_err().to_string();
+    assert!(err.contains("gradient check failed"), "{err}");
+}

@@ -30,6 +30,7 @@ pub mod denormals;
 pub mod elementwise;
 mod error;
 pub mod gemm;
+pub mod gemm_log;
 mod isa;
 pub mod optim;
 pub mod parallel;

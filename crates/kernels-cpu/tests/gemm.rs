@@ -219,6 +219,8 @@ fn large_shapes_split_or_not() {
         (300, 500, 12),  // row split, short-k register tiles
         (1, 3000, 700),  // one row, column split, several k blocks
         (3, 70, 1100),   // no split; several k blocks, partial vectors
+        (1100, 5, 150),  // many rows, 5 columns: B transposed stays hand-written
+        (700, 16, 97),   // the widest narrow B-transposed product
     ];
     for threads in [1, 2] {
         pool(threads).install(|| {

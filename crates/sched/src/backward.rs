@@ -144,15 +144,8 @@ impl Executor {
     fn publish_grads(&self, g: &mut Graph, plans: &[crate::plan::Plan]) -> Result<()> {
         let batches = plans.iter().flat_map(|p| p.batches.iter());
         for (grad, batch) in self.grads.iter().zip(batches) {
-            let Some(grad) = grad else { continue };
-            let shape = g.node(batch.nodes[0]).shape();
-            let err = batch_err(g.op_name(batch.nodes[0]), &batch.nodes);
-            for (r, &x) in batch.nodes.iter().enumerate() {
-                let v = grad
-                    .rows(r..r + 1)
-                    .and_then(|t| t.reshape(shape))
-                    .map_err(&err)?;
-                g.set_grad(x, v);
+            if let Some(grad) = grad {
+                g.set_grad_rows(&batch.nodes, grad.clone());
             }
         }
         Ok(())

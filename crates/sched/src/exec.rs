@@ -327,6 +327,14 @@ impl Executor {
         {
             let mut view = out.view_mut()?;
             for (r, a) in args.iter().enumerate() {
+                // A computed node's row straight from its batch buffer (no
+                // per-node view); a leaf's value from the graph.
+                if let Some(h) = self.homes[a.index()] {
+                    let src = &self.buffers[h.buffer as usize];
+                    let dst = view.reborrow().reshape(src.shape().with_rows(b))?;
+                    self.backend.copy_rows(src, h.row as usize, dst, r, 1)?;
+                    continue;
+                }
                 let v = g.value_of(*a).ok_or(TensorError::InvalidArgument {
                     op: "stack",
                     arg: "args",
@@ -432,19 +440,16 @@ impl Executor {
         }
         let buffer = self.buffers.len() as u32;
         for (r, &x) in nodes.iter().enumerate() {
-            let v = out
-                .rows(r..r + 1)
-                .and_then(|t| t.reshape(node.shape()))
-                .map_err(&err)?;
-            g.set_value(x, v);
-            if let (Some(a), Some(s)) = (aux.as_ref(), aux_shape) {
-                let v = a.rows(r..r + 1).and_then(|t| t.reshape(s)).map_err(&err)?;
-                g.set_aux(x, v);
-            }
             self.homes[x.index()] = Some(Home {
                 buffer,
                 row: r as u32,
             });
+        }
+        // One batch tensor per kind; a node's row view is made only if
+        // someone reads it.
+        g.set_value_rows(nodes, out.clone());
+        if let (Some(a), Some(s)) = (aux.as_ref(), aux_shape) {
+            g.set_aux_rows(nodes, a.clone(), s);
         }
         self.buffers.push(out);
         self.aux_buffers.push(aux);

@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use rustc_hash::FxHashMap;
-use sheaf_autodiff::{Cost, Graph, NodeId, NodeKind, SigId};
+use sheaf_autodiff::{Cost, Graph, NodeId, PlanNode, SigId};
 
 /// How nodes are grouped into batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,11 +53,21 @@ pub struct Plan {
     pub batches: Vec<Batch>,
 }
 
-/// Nodes of `start..end` that a kernel computes (leaves are not planned).
-fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = NodeId> + '_ {
-    (start..end)
-        .map(NodeId::from_index)
-        .filter(move |&n| g.node(n).kind() == NodeKind::Op)
+/// Nodes of `start..end` that a kernel computes (leaves are not planned),
+/// with their packed planning view: planning reads only these 16 bytes per
+/// node (and the argument list), not the nodes themselves.
+fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = (NodeId, PlanNode)> + '_ {
+    let end = end.min(g.plan_nodes().len());
+    g.plan_nodes()[start.min(end)..end]
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_op())
+        .map(move |(i, p)| (NodeId::from_index(start + i), *p))
+}
+
+/// The arguments of a planned node.
+fn args_of<'g>(g: &'g Graph, p: &PlanNode) -> &'g [NodeId] {
+    &g.arg_list()[p.args.0 as usize..p.args.1 as usize]
 }
 
 /// Plans nodes `start..end` of `g` with `strategy`: batches in dependency
@@ -133,8 +143,8 @@ fn plan_batches(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan
     match strategy {
         Strategy::Sequential => Plan {
             batches: op_nodes(g, start, end)
-                .map(|n| Batch {
-                    sig: g.node(n).sig(),
+                .map(|(n, p)| Batch {
+                    sig: p.sig,
                     nodes: vec![n],
                 })
                 .collect(),
@@ -148,15 +158,14 @@ fn plan_depth(g: &Graph, start: usize, end: usize) -> Plan {
     let mut index: FxHashMap<(u32, SigId), usize> = FxHashMap::default();
     let mut batches: Vec<(u32, Batch)> = Vec::new();
     let mut max_depth = 0;
-    for n in op_nodes(g, start, end) {
-        let node = g.node(n);
-        let key = (node.depth(), node.sig());
-        max_depth = max_depth.max(node.depth());
+    for (n, p) in op_nodes(g, start, end) {
+        let key = (p.depth, p.sig);
+        max_depth = max_depth.max(p.depth);
         let i = *index.entry(key).or_insert_with(|| {
             batches.push((
-                node.depth(),
+                p.depth,
                 Batch {
-                    sig: node.sig(),
+                    sig: p.sig,
                     nodes: Vec::new(),
                 },
             ));
@@ -178,12 +187,19 @@ fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
     let count = end.saturating_sub(start);
     let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
     // Consumers in CSR form, and how many planned arguments each node waits for.
+    let nodes = g.plan_nodes();
     let mut waiting = vec![0u32; count];
     let mut fanout = vec![0u32; count + 1];
-    for n in op_nodes(g, start, end) {
-        for &a in g.args(n) {
+    // Mean depth per signature over all planned nodes, in the same pass.
+    let nsig = g.signatures().len();
+    let mut depth_sum = vec![0u64; nsig];
+    let mut depth_cnt = vec![0u64; nsig];
+    for (_, p) in op_nodes(g, start, end) {
+        depth_sum[p.sig.index()] += p.depth as u64;
+        depth_cnt[p.sig.index()] += 1;
+        for &a in args_of(g, &p) {
             if let Some(i) = local(a) {
-                if g.node(a).kind() == NodeKind::Op {
+                if nodes[a.index()].is_op() {
                     fanout[i + 1] += 1;
                 }
             }
@@ -194,10 +210,10 @@ fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
     }
     let mut fill = fanout.clone();
     let mut consumers = vec![NodeId::default(); fanout[count] as usize];
-    for n in op_nodes(g, start, end) {
-        for &a in g.args(n) {
+    for (n, p) in op_nodes(g, start, end) {
+        for &a in args_of(g, &p) {
             if let Some(i) = local(a) {
-                if g.node(a).kind() == NodeKind::Op {
+                if nodes[a.index()].is_op() {
                     consumers[fill[i] as usize] = n;
                     fill[i] += 1;
                     if let Some(k) = local(n) {
@@ -207,15 +223,6 @@ fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
             }
         }
     }
-    // Mean depth per signature over all planned nodes.
-    let nsig = g.signatures().len();
-    let mut depth_sum = vec![0u64; nsig];
-    let mut depth_cnt = vec![0u64; nsig];
-    for n in op_nodes(g, start, end) {
-        let node = g.node(n);
-        depth_sum[node.sig().index()] += node.depth() as u64;
-        depth_cnt[node.sig().index()] += 1;
-    }
     let priority = |sig: SigId| {
         let mean = depth_sum[sig.index()] as f64 / depth_cnt[sig.index()].max(1) as f64;
         let cheap = g.signatures()[sig.index()].cost == Cost::Cheap;
@@ -224,9 +231,9 @@ fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
     };
     let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
     let mut heap = BinaryHeap::new();
-    for n in op_nodes(g, start, end) {
+    for (n, p) in op_nodes(g, start, end) {
         if local(n).is_some_and(|k| waiting[k] == 0) {
-            let s = g.node(n).sig();
+            let s = p.sig;
             if ready[s.index()].is_empty() {
                 heap.push(priority(s));
             }
@@ -239,7 +246,7 @@ fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
         if nodes.is_empty() {
             continue;
         }
-        let sig = g.node(nodes[0]).sig();
+        let sig = g.plan_nodes()[nodes[0].index()].sig;
         let unbatchable = !g.signatures()[s].batchable;
         for &n in &nodes {
             let Some(i) = local(n) else { continue };
@@ -247,7 +254,7 @@ fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
                 let Some(k) = local(c) else { continue };
                 waiting[k] -= 1;
                 if waiting[k] == 0 {
-                    let cs = g.node(c).sig();
+                    let cs = g.plan_nodes()[c.index()].sig;
                     if ready[cs.index()].is_empty() {
                         heap.push(priority(cs));
                     }

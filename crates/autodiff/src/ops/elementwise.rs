@@ -1,12 +1,26 @@
 //! Elementwise ops: tanh, sigmoid, relu, exp, log, add, sub, cmult, cdiv,
-//! scale. Signature: (op, shape); every argument is stacked.
+//! scale. Signature: (op, shape); every argument is stacked. Like every
+//! other op family (and users' ops) they are process-wide `Arc<dyn Op>`s
+//! applied through [`Graph::apply_with_data`]: one registration path.
+
+use std::sync::{Arc, LazyLock};
 
 use sheaf_tensor::{Binary, DType, Device, Shape, Tensor, TensorError, Unary};
 
-use super::builtin::Builtin;
 use crate::error::Result;
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
 use crate::{Expr, Graph};
+
+static TANH: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(UnaryOp(Unary::Tanh)));
+static SIGMOID: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(UnaryOp(Unary::Sigmoid)));
+static RELU: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(UnaryOp(Unary::Relu)));
+static EXP: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(UnaryOp(Unary::Exp)));
+static LOG: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(UnaryOp(Unary::Log)));
+static ADD: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(BinaryOp(Binary::Add)));
+static SUB: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(BinaryOp(Binary::Sub)));
+static CMULT: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(BinaryOp(Binary::Mul)));
+static CDIV: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(BinaryOp(Binary::Div)));
+static SCALE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(ScaleOp));
 
 fn one_arg(args: &[Shape]) -> Result<Shape, ShapeError> {
     match args {
@@ -145,42 +159,42 @@ impl Op for ScaleOp {
 impl Graph {
     /// Hyperbolic tangent.
     pub fn tanh(&mut self, x: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Tanh, &[x], 0, 0)
+        self.apply_with_data(&TANH, &[x], 0, 0)
     }
     /// Logistic sigmoid.
     pub fn sigmoid(&mut self, x: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Sigmoid, &[x], 0, 0)
+        self.apply_with_data(&SIGMOID, &[x], 0, 0)
     }
     /// max(x, 0).
     pub fn relu(&mut self, x: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Relu, &[x], 0, 0)
+        self.apply_with_data(&RELU, &[x], 0, 0)
     }
     /// e^x.
     pub fn exp(&mut self, x: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Exp, &[x], 0, 0)
+        self.apply_with_data(&EXP, &[x], 0, 0)
     }
     /// Natural logarithm.
     pub fn log(&mut self, x: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Log, &[x], 0, 0)
+        self.apply_with_data(&LOG, &[x], 0, 0)
     }
     /// a + b (equal shapes).
     pub fn add(&mut self, a: Expr, b: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Add, &[a, b], 0, 0)
+        self.apply_with_data(&ADD, &[a, b], 0, 0)
     }
     /// a - b (equal shapes).
     pub fn sub(&mut self, a: Expr, b: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Sub, &[a, b], 0, 0)
+        self.apply_with_data(&SUB, &[a, b], 0, 0)
     }
     /// Elementwise product (equal shapes).
     pub fn cmult(&mut self, a: Expr, b: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Cmult, &[a, b], 0, 0)
+        self.apply_with_data(&CMULT, &[a, b], 0, 0)
     }
     /// Elementwise quotient (equal shapes).
     pub fn cdiv(&mut self, a: Expr, b: Expr) -> Result<Expr> {
-        self.builtin(Builtin::Cdiv, &[a, b], 0, 0)
+        self.apply_with_data(&CDIV, &[a, b], 0, 0)
     }
     /// alpha * x; nodes with different alphas never share a batch.
     pub fn scale(&mut self, x: Expr, alpha: f32) -> Result<Expr> {
-        self.builtin(Builtin::Scale, &[x], alpha.to_bits() as u64, 0)
+        self.apply_with_data(&SCALE, &[x], alpha.to_bits() as u64, 0)
     }
 }

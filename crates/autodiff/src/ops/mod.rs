@@ -2,13 +2,13 @@
 //! their [`crate::Op`] impls and the user-facing `Graph` methods.
 
 mod broadcast;
-pub(crate) mod builtin;
 mod cells;
 mod concat;
 mod dropout;
 mod elementwise;
 mod index;
 mod leaf;
+pub(crate) mod leaves;
 mod matmul;
 mod maximum;
 mod reduce;
