@@ -1,13 +1,15 @@
 //! `bench-w3 [--quick]`: Tree-LSTM inference on random 128-leaf trees
 //! (TensorFlow Fold's Table 1): ms/tree per implementation and batch size,
 //! graph construction included, with Fold's cost ratio (dynamic / manual
-//! at the same batch size) and speedup ratio (manual at batch 1 / this).
+//! at the same batch size) and speedup ratio (manual at batch 1 / this),
+//! and the GEMM-only bound: the per-tree time of each run's products alone.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
 use sheaf_autodiff::{Graph, ParamStore};
+use sheaf_benches::bound::{record_gemms, Products};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
@@ -35,6 +37,9 @@ struct Args {
     /// Print the plan statistics of each batched run's last batch.
     #[arg(long)]
     stats: bool,
+    /// Skip the GEMM-only bound (its timing would swamp a profile).
+    #[arg(long)]
+    no_bound: bool,
 }
 
 /// One column group of Fold's table: who runs the trees, on which shapes.
@@ -112,6 +117,8 @@ struct Row {
     /// Median seconds per tree over the timed batches.
     secs: f64,
     trees: usize,
+    /// The products of the timed batches.
+    products: Products,
     stats: Option<String>,
 }
 
@@ -141,11 +148,15 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
         }
     };
     let mut times = Vec::with_capacity(timed);
+    let mut products = Products::default();
     for (k, chunk) in all.chunks(batch).enumerate() {
         let t0 = Instant::now();
-        run(chunk)?;
+        let (done, p) = record_gemms(|| run(chunk));
+        let secs = t0.elapsed().as_secs_f64();
+        done?;
         if k > 0 {
-            times.push(t0.elapsed().as_secs_f64());
+            times.push(secs);
+            products.merge(&p);
         }
     }
     times.sort_by(f64::total_cmp);
@@ -155,6 +166,7 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
         batch,
         secs: median / batch as f64,
         trees: timed * batch,
+        products,
         stats: exec.map(|e| e.stats().to_string()),
     })
 }
@@ -185,8 +197,17 @@ fn run(args: Args) -> Result<(), String> {
                 flops / 1e6
             );
             println!(
-                "{:>11} {:>6} {:>6} {:>10} {:>9} {:>7} {:>6} {:>8}",
-                "impl", "shape", "batch", "ms/tree", "GFLOP/s", "util", "cost", "speedup"
+                "{:>11} {:>6} {:>6} {:>10} {:>9} {:>7} {:>6} {:>8} {:>10} {:>8}",
+                "impl",
+                "shape",
+                "batch",
+                "ms/tree",
+                "GFLOP/s",
+                "util",
+                "cost",
+                "speedup",
+                "bound ms",
+                "of bound"
             );
             let mut rows: Vec<Row> = Vec::new();
             for &batch in &args.batch {
@@ -209,25 +230,38 @@ fn run(args: Args) -> Result<(), String> {
                 let cost = manual_at(r.batch).map(|m| r.secs / m);
                 let speedup = manual_at(1).map(|m| m / r.secs);
                 let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+                // Per-tree time at the bound; the run's share of it is
+                // bound / measured, as for a rate.
+                let bound =
+                    (!args.no_bound).then(|| r.products.seconds(threads, budget) / r.trees as f64);
                 println!(
-                    "{:>11} {:>6} {:>6} {:>10.3} {gflops:>9.2} {:>6.1}% {:>6} {:>8}",
+                    "{:>11} {:>6} {:>6} {:>10.3} {gflops:>9.2} {:>6.1}% {:>6} {:>8} {:>10} {:>8}",
                     r.cfg.name,
                     r.cfg.shape(),
                     r.batch,
                     1e3 * r.secs,
                     100.0 * gflops / peak,
                     fmt(cost),
-                    fmt(speedup)
+                    fmt(speedup),
+                    bound.map_or("-".into(), |b| format!("{:.3}", 1e3 * b)),
+                    bound.map_or("-".into(), |b| format!("{:.1}%", 100.0 * b / r.secs)),
                 );
                 if let (true, Some(stats)) = (args.stats, &r.stats) {
                     println!("  last batch: {stats}");
                 }
                 let notes = format!(
-                    "{}, state {h}, {} timed trees, utilisation {:.3}",
+                    "{}, state {h}, {} timed trees (median batch), utilisation {:.3}{}",
                     r.cfg.notes(),
                     r.trees,
-                    gflops / peak
+                    gflops / peak,
+                    bound.map_or(String::new(), |b| format!(
+                        ", {:.3} of the GEMM-only bound ({} products, {} shapes)",
+                        b / r.secs,
+                        r.products.calls(),
+                        r.products.distinct()
+                    ))
                 );
+                let variant = format!("state {h}, {}", r.cfg.notes());
                 let add = |report: &mut Report, metric: &str, value: f64, unit: &str| {
                     report.add(
                         "W3",
@@ -240,9 +274,13 @@ fn run(args: Args) -> Result<(), String> {
                         peak,
                         Some(gflops),
                         &notes,
-                    )
+                    );
+                    report.set_variant(&variant);
                 };
                 add(&mut report, "time_per_tree", 1e3 * r.secs, "ms/tree");
+                if let Some(b) = bound {
+                    report.add_bound(1e3 * b);
+                }
                 if let (Some(c), false) = (cost, r.cfg.exec.is_none() && r.cfg.same) {
                     add(&mut report, "cost_ratio", c, "ratio");
                 }

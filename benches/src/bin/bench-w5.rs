@@ -1,12 +1,14 @@
 //! `bench-w5 [--quick]`: training throughput of the weave model on ESOL
 //! (molecules/s, useful GFLOP/s, utilisation against the same-run sgemm
-//! peak) for sequential, depth and agenda.
+//! peak) for sequential, depth and agenda, and the GEMM-only bound: the
+//! molecules/s the run's products alone would allow.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
 use sheaf_autodiff::ParamStore;
+use sheaf_benches::bound::{record_gemms, Products};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
@@ -32,6 +34,9 @@ struct Args {
     /// Print the plan statistics of each run's last update.
     #[arg(long)]
     stats: bool,
+    /// Skip the GEMM-only bound (its timing would swamp a profile).
+    #[arg(long)]
+    no_bound: bool,
     /// The molecules [default: the repository's data/molecules/esol.jsonl].
     #[arg(long)]
     data: Option<PathBuf>,
@@ -47,14 +52,14 @@ fn main() {
     }
 }
 
-/// Seconds to train on `timed` after `warm`, and the last update's plan
-/// statistics.
+/// Seconds to train on `timed` after `warm`, the timed updates' products
+/// and the last update's plan statistics.
 fn time_run(
     strategy: Strategy,
     atom_in: usize,
     warm: &[Molecule],
     timed: &[Molecule],
-) -> Result<(f64, String), String> {
+) -> Result<(f64, Products, String), String> {
     let mut store = ParamStore::new();
     let mut c = model(&mut store, atom_in, strategy, 1)?;
     let mut opt = optimizer();
@@ -62,10 +67,15 @@ fn time_run(
         train_step(&mut c, &mut store, &mut opt, chunk)?;
     }
     let start = Instant::now();
-    for chunk in timed.chunks(BATCH) {
-        train_step(&mut c, &mut store, &mut opt, chunk)?;
-    }
-    Ok((start.elapsed().as_secs_f64(), c.stats().to_string()))
+    let (done, products) = record_gemms(|| -> Result<(), String> {
+        for chunk in timed.chunks(BATCH) {
+            train_step(&mut c, &mut store, &mut opt, chunk)?;
+        }
+        Ok(())
+    });
+    let secs = start.elapsed().as_secs_f64();
+    done?;
+    Ok((secs, products, c.stats().to_string()))
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -101,19 +111,24 @@ fn run(args: Args) -> Result<(), String> {
     };
     let mut report = Report::new();
     println!(
-        "{:>11} {:>8} {:>12} {:>9} {:>8} {:>8}",
-        "impl", "threads", "molecules/s", "GFLOP/s", "peak", "util"
+        "{:>11} {:>8} {:>12} {:>9} {:>8} {:>8} {:>10} {:>8}",
+        "impl", "threads", "molecules/s", "GFLOP/s", "peak", "util", "bound", "of bound"
     );
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
         for (name, strategy) in strategies() {
-            let (secs, stats) = with_threads(threads, || time_run(strategy, atom_in, warm, timed))
-                .map_err(|e| format!("{name} at {threads} thread(s): {e}"))?;
+            let (secs, products, stats) =
+                with_threads(threads, || time_run(strategy, atom_in, warm, timed))
+                    .map_err(|e| format!("{name} at {threads} thread(s): {e}"))?;
             let rate = timed_n as f64 / secs;
             let gflops = flops / secs / 1e9;
+            let bound =
+                (!args.no_bound).then(|| timed_n as f64 / products.seconds(threads, budget));
             println!(
-                "{name:>11} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}%",
-                100.0 * gflops / peak
+                "{name:>11} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {:>10} {:>8}",
+                100.0 * gflops / peak,
+                bound.map_or("-".into(), |b| format!("{b:.1}")),
+                bound.map_or("-".into(), |b| format!("{:.1}%", 100.0 * rate / b)),
             );
             if args.stats {
                 println!("  last update of {name} at {threads} thread(s): {stats}");
@@ -128,8 +143,20 @@ fn run(args: Args) -> Result<(), String> {
                 "molecules/s",
                 peak,
                 Some(gflops),
-                &format!("{timed_n} molecules, utilisation {:.3}", gflops / peak),
+                &format!(
+                    "{timed_n} molecules, utilisation {:.3}{}",
+                    gflops / peak,
+                    bound.map_or(String::new(), |b| format!(
+                        ", {:.3} of the GEMM-only bound ({} products, {} shapes)",
+                        rate / b,
+                        products.calls(),
+                        products.distinct()
+                    ))
+                ),
             );
+            if let Some(b) = bound {
+                report.add_bound(b);
+            }
         }
     }
     let path = args.out.unwrap_or_else(default_results_path);
