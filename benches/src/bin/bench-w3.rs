@@ -131,11 +131,14 @@ fn timed_batches(batch: usize, quick: bool) -> usize {
     }
 }
 
-/// Times `cfg` on batches of `batch` trees at state `h` (one warm-up batch
-/// first); every configuration sees the same trees of a given shape kind.
+/// Times `cfg` on batches of `batch` trees at state `h` after a warm-up
+/// batch (one tree for the reference executor, which keeps no buffers);
+/// every configuration sees the same trees of a given shape kind.
 fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, String> {
     let timed = timed_batches(batch, quick);
-    let all = trees((timed + 1) * batch, cfg.same, 11);
+    let warm = if cfg.exec == Some(None) { 1 } else { batch };
+    let all = trees(warm + timed * batch, cfg.same, 11);
+    let (warm, all) = all.split_at(warm);
     let mut store = ParamStore::new();
     let model = Model::new(&mut store, h, 1)?;
     let mut manual = Manual::new()?;
@@ -147,17 +150,15 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
             Some(_) => infer_graph(&mut g, exec.as_mut(), &store, &model, chunk).map(drop),
         }
     };
+    run(warm)?;
     let mut times = Vec::with_capacity(timed);
     let mut products = Products::default();
-    for (k, chunk) in all.chunks(batch).enumerate() {
+    for chunk in all.chunks(batch) {
         let t0 = Instant::now();
         let (done, p) = record_gemms(|| run(chunk));
-        let secs = t0.elapsed().as_secs_f64();
+        times.push(t0.elapsed().as_secs_f64());
         done?;
-        if k > 0 {
-            times.push(secs);
-            products.merge(&p);
-        }
+        products.merge(&p);
     }
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
@@ -186,6 +187,12 @@ fn run(args: Args) -> Result<(), String> {
         Budget::quick()
     } else {
         Budget::full()
+    };
+    // The bound times every distinct product shape, and at batch 256 they
+    // are large: --quick times each in 2 rounds to stay within its time.
+    let bound_budget = Budget {
+        rounds: if args.quick { 2 } else { budget.rounds },
+        ..budget
     };
     let mut report = Report::new();
     for &threads in &args.threads {
@@ -232,8 +239,8 @@ fn run(args: Args) -> Result<(), String> {
                 let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
                 // Per-tree time at the bound; the run's share of it is
                 // bound / measured, as for a rate.
-                let bound =
-                    (!args.no_bound).then(|| r.products.seconds(threads, budget) / r.trees as f64);
+                let bound = (!args.no_bound)
+                    .then(|| r.products.seconds(threads, bound_budget) / r.trees as f64);
                 println!(
                     "{:>11} {:>6} {:>6} {:>10.3} {gflops:>9.2} {:>6.1}% {:>6} {:>8} {:>10} {:>8}",
                     r.cfg.name,
