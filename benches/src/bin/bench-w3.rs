@@ -188,12 +188,6 @@ fn run(args: Args) -> Result<(), String> {
     } else {
         Budget::full()
     };
-    // The bound times every distinct product shape, and at batch 256 they
-    // are large: --quick times each in 2 rounds to stay within its time.
-    let bound_budget = Budget {
-        rounds: if args.quick { 2 } else { budget.rounds },
-        ..budget
-    };
     let mut report = Report::new();
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
@@ -239,8 +233,8 @@ fn run(args: Args) -> Result<(), String> {
                 let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
                 // Per-tree time at the bound; the run's share of it is
                 // bound / measured, as for a rate.
-                let bound = (!args.no_bound)
-                    .then(|| r.products.seconds(threads, bound_budget) / r.trees as f64);
+                let bound =
+                    (!args.no_bound).then(|| r.products.seconds(threads, budget) / r.trees as f64);
                 println!(
                     "{:>11} {:>6} {:>6} {:>10.3} {gflops:>9.2} {:>6.1}% {:>6} {:>8} {:>10} {:>8}",
                     r.cfg.name,
