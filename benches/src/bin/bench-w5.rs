@@ -83,7 +83,7 @@ fn run(args: Args) -> Result<(), String> {
         return Err("--threads takes positive numbers".into());
     }
     let path = args.data.clone().unwrap_or_else(default_path);
-    let (train, atom_in) = training_set(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (train, atom_in) = training_set(&path)?;
     let warm_n = WARM_UPDATES * BATCH;
     let timed_n = if args.quick {
         8 * BATCH
