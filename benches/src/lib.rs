@@ -11,6 +11,8 @@ pub mod plots;
 pub mod report;
 pub mod summary;
 pub mod w1;
+pub mod w2;
+pub mod w2_manual;
 pub mod w3;
 pub mod w5;
 pub mod w6;
