@@ -14,5 +14,6 @@ pub mod w1;
 pub mod w2;
 pub mod w2_manual;
 pub mod w3;
+pub mod w4;
 pub mod w5;
 pub mod w6;

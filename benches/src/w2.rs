@@ -159,7 +159,7 @@ pub fn sentences(cfg: &Config, count: usize, seed: u64) -> Vec<Sentence> {
 
 /// One direction over `xs`: the `h` of every position, in position order.
 /// `zero` is a zero state `[2H]` (`[c | h]`) for the first step.
-fn run_direction(
+pub fn run_direction(
     g: &mut Graph,
     d: &Direction,
     xs: &[Expr],
@@ -201,6 +201,18 @@ pub fn sentence_loss(
     for &w in &s.words {
         xs.push(g.lookup(emb, w)?);
     }
+    tagger_loss(g, m, xs, &s.tags, zero)
+}
+
+/// The tagger above the word vectors `xs`: both BiLSTM layers, the output
+/// layer and the summed loss against `tags`.
+pub fn tagger_loss(
+    g: &mut Graph,
+    m: &Model,
+    mut xs: Vec<Expr>,
+    tags: &[u32],
+    zero: Expr,
+) -> sheaf_autodiff::Result<Expr> {
     for layer in &m.layers {
         let fwd = run_direction(g, &layer[0], &xs, false, zero)?;
         let bwd = run_direction(g, &layer[1], &xs, true, zero)?;
@@ -212,7 +224,7 @@ pub fn sentence_loss(
     }
     let (wo, bo) = (g.param(&m.w_out), g.param(&m.b_out));
     let mut losses = Vec::with_capacity(xs.len());
-    for (&x, &tag) in xs.iter().zip(&s.tags) {
+    for (&x, &tag) in xs.iter().zip(tags) {
         let logits = g.affine(bo, &[(wo, x)])?;
         losses.push(g.pick_neg_log_softmax(logits, tag)?);
     }
