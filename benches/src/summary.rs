@@ -89,8 +89,12 @@ fn cell(r: &Record) -> String {
     s
 }
 
+/// Whether the unit is a time (`ms/tree`, `s`), where smaller is better,
+/// rather than a rate (`trees/s`, `sentences/s`).
 fn is_time(r: &Record) -> bool {
-    r.unit.starts_with("ms") || r.unit.starts_with("us") || r.unit.starts_with('s')
+    let u = r.unit.as_str();
+    !u.ends_with("/s")
+        && (u.starts_with("ms") || u.starts_with("us") || u == "s" || u.starts_with("s/"))
 }
 
 /// The whole report as markdown; `command` is the command that made it.
@@ -338,6 +342,25 @@ mod tests {
         assert!(md.contains("| 1.10 | 4.0 |"), "{md}");
         assert!(md.contains("1.10 (50% peak, 25% bound)"), "{md}");
         assert!(md.contains("test CPU"));
+    }
+
+    #[test]
+    fn rates_and_times_are_told_apart() {
+        let mut r = rec("W2", "agenda", 64, "throughput", 90.0, "");
+        for (unit, time) in [
+            ("sentences/s", false),
+            ("strings/s", false),
+            ("trees/s", false),
+            ("ms/tree", true),
+            ("s", true),
+        ] {
+            r.unit = unit.into();
+            assert_eq!(is_time(&r), time, "{unit}");
+        }
+        // A rate below its bound is a share below 100%.
+        r.unit = "sentences/s".into();
+        r.bound = Some(120.0);
+        assert!(cell(&r).contains("75% bound"), "{}", cell(&r));
     }
 
     #[test]

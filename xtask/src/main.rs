@@ -31,7 +31,8 @@ enum Task {
         /// Shorter measurements (noisier figures), for a quick look.
         #[arg(long)]
         quick: bool,
-        /// Thread counts, comma-separated (workloads only; default 1,2).
+        /// Thread counts, comma-separated (workloads only; default 1,2, or
+        /// 1 with --quick).
         #[arg(long)]
         threads: Option<String>,
         /// Extra arguments passed to the suite (e.g. a criterion filter).
@@ -190,8 +191,16 @@ fn workload(
     if quick {
         cmd.arg("--quick");
     }
-    if let Some(t) = threads {
-        cmd.args(["--threads", t]);
+    // A quick look at one thread keeps `all --quick` under 5 minutes on
+    // two cores; a full run measures 1 and 2 threads (each binary's default).
+    match (threads, quick) {
+        (Some(t), _) => {
+            cmd.args(["--threads", t]);
+        }
+        (None, true) => {
+            cmd.args(["--threads", "1"]);
+        }
+        (None, false) => {}
     }
     println!("== {bin}");
     run(cmd.args(rest))
