@@ -99,9 +99,13 @@ impl Products {
     /// Seconds all the products take at `threads` threads when each runs at
     /// the rate of the faster of sheaf's sgemm (its small-row tiles,
     /// matrixmultiply, the row or column split) and single-threaded
-    /// matrixmultiply for its shape, each shape timed now. Each shape gets
-    /// `budget.rounds` (at most 5) rounds of `budget.round / 30` (at least
-    /// 1 ms): hundreds of shapes are timed per workload.
+    /// matrixmultiply for its shape, each shape timed now. With several
+    /// threads a product may also count as `1 / threads` of its
+    /// one-thread time: products too small to split can still run side by
+    /// side (an affine backward's two products do), so only that is a
+    /// bound. Each shape gets `budget.rounds` (at most 5) rounds of
+    /// `budget.round / 30` (at least 1 ms): hundreds of shapes are timed
+    /// per workload.
     pub fn seconds(&self, threads: usize, budget: Budget) -> f64 {
         let per_shape = Budget {
             round: (budget.round / 30).max(Duration::from_millis(1)),
@@ -120,16 +124,30 @@ impl Products {
         }
         let mut timed = TIMED.lock().unwrap_or_else(PoisonError::into_inner);
         let timed = timed.get_or_insert_with(HashMap::new);
-        let missing: Vec<GemmShape> = reps
-            .keys()
-            .filter(|s| !timed.contains_key(&(threads, **s)))
-            .copied()
-            .collect();
-        for (s, secs) in time_shapes(&missing, threads, per_shape) {
-            timed.insert((threads, s), secs);
+        let counts: Vec<usize> = if threads > 1 {
+            vec![1, threads]
+        } else {
+            vec![1]
+        };
+        for &t in &counts {
+            let missing: Vec<GemmShape> = reps
+                .keys()
+                .filter(|s| !timed.contains_key(&(t, **s)))
+                .copied()
+                .collect();
+            for (s, secs) in time_shapes(&missing, t, per_shape) {
+                timed.insert((t, s), secs);
+            }
         }
         reps.iter()
-            .map(|(s, weight)| weight * timed[&(threads, *s)])
+            .map(|(s, weight)| {
+                let one = timed[&(1, *s)];
+                let best = counts
+                    .iter()
+                    .map(|&t| timed[&(t, *s)].min(one / t as f64))
+                    .fold(f64::INFINITY, f64::min);
+                weight * best
+            })
             .sum()
     }
 }
