@@ -9,6 +9,7 @@ pub mod measure;
 pub mod peak;
 pub mod plots;
 pub mod report;
+pub mod step;
 pub mod summary;
 pub mod w1;
 pub mod w2;

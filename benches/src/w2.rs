@@ -13,7 +13,7 @@
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use sheaf_autodiff::{Expr, Graph, Init, Optimizer, Param, ParamStore, Sequential, Sgd};
+use sheaf_autodiff::{Expr, Graph, Init, Optimizer, Param, ParamStore, Sgd};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{DType, Device, Tensor};
 
@@ -257,21 +257,7 @@ pub fn train_step(
         losses.push(sentence_loss(g, m, s, zero).map_err(e)?);
     }
     let loss = g.sum(&losses).map_err(e)?;
-    match exec {
-        None => Sequential::new().backward(g, store, loss).map_err(e)?,
-        Some(x) => {
-            x.forward(g, store, loss).map_err(|e| e.to_string())?;
-            x.backward(g, store, loss).map_err(|e| e.to_string())?;
-        }
-    }
-    let value = g
-        .value(loss)
-        .map_err(e)?
-        .to_vec::<f32>()
-        .map_err(|e| e.to_string())?[0];
-    g.clear();
-    opt.step(store).map_err(e)?;
-    Ok(value)
+    crate::step::backward_and_step(g, store, opt, exec, loss)
 }
 
 /// Plain SGD with lr 0.05, as W2 prescribes.

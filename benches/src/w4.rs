@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use sheaf_autodiff::{Expr, Graph, Init, Optimizer, ParamStore, Sequential};
+use sheaf_autodiff::{Expr, Graph, Init, Optimizer, ParamStore};
 use sheaf_examples::sst::Tree;
 use sheaf_sched::Executor;
 use sheaf_tensor::{DType, Device, Tensor};
@@ -250,19 +250,5 @@ pub fn train_step(
         losses.push(sentence_loss(g, m, s, &z).map_err(e)?);
     }
     let loss = g.sum(&losses).map_err(e)?;
-    match exec {
-        None => Sequential::new().backward(g, store, loss).map_err(e)?,
-        Some(x) => {
-            x.forward(g, store, loss).map_err(|e| e.to_string())?;
-            x.backward(g, store, loss).map_err(|e| e.to_string())?;
-        }
-    }
-    let value = g
-        .value(loss)
-        .map_err(e)?
-        .to_vec::<f32>()
-        .map_err(|e| e.to_string())?[0];
-    g.clear();
-    opt.step(store).map_err(e)?;
-    Ok(value)
+    crate::step::backward_and_step(g, store, opt, exec, loss)
 }
