@@ -10,10 +10,14 @@
 //! - `cargo xtask bench kernels [--quick]`: CPU kernel figures next to the
 //!   same-run sgemm peak.
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
+//! - `cargo xtask build-kernels [--check]`: the CUDA kernels' PTX (needs
+//!   nvcc; see `kernels.rs`).
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+mod kernels;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "sheaf project tasks")]
@@ -38,6 +42,12 @@ enum Task {
         /// Extra arguments passed to the suite (e.g. a criterion filter).
         #[arg(trailing_var_arg = true)]
         rest: Vec<String>,
+    },
+    /// Compile crates/kernels-cuda/kernels/*.cu to the committed PTX.
+    BuildKernels {
+        /// Also assemble each PTX with ptxas for sm_80 and sm_90.
+        #[arg(long)]
+        check: bool,
     },
 }
 
@@ -105,6 +115,7 @@ fn main() -> ExitCode {
             threads,
             rest,
         } => bench(&root, suite, quick, threads.as_deref(), &rest),
+        Task::BuildKernels { check } => kernels::build(&root, check),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

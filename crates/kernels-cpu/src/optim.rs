@@ -152,6 +152,16 @@ impl AdamStep {
     }
 }
 
+impl Adam {
+    /// Adam's per-step constants for the 1-based `step`, computed in f64:
+    /// `(lr / (1 - beta1^step), 1 / sqrt(1 - beta2^step))`, as every Adam
+    /// kernel (CPU or device) applies them. Errors as [`CpuKernels::adam_step`].
+    pub fn bias_corrections(&self, step: u64) -> Result<(f32, f32)> {
+        let s = AdamStep::new("adam_step", self, step)?;
+        Ok((s.step_size, s.inv_sqrt_bc2))
+    }
+}
+
 #[inline(always)]
 fn adam(cfg: &Adam, s: AdamStep, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]) {
     let (b1, b2, eps, wd) = (cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);

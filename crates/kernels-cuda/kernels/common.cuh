@@ -1,0 +1,26 @@
+// Shared by every kernel file: sizes, the grid-stride loop and the error
+// word through which kernels report bad index VALUES (the host checks
+// shapes before launching; values live on the device).
+#pragma once
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+// for (i = this thread's first element; i < n; i += all threads).
+#define GRID_STRIDE(i, n)                                                     \
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (u64)(n);  \
+         i += (u64)blockDim.x * gridDim.x)
+
+// err[0] = kernel code (0: no error), err[1] = bad index, err[2] = its
+// position, err[3] = the bound it broke. The first report wins; the host
+// reads the word at its next synchronisation and names the kernel.
+__device__ __forceinline__ void report_index(u32* err, u32 code, u32 index, u64 position,
+                                             u32 bound) {
+    if (atomicCAS(err, 0u, code) == 0u) {
+        err[1] = index;
+        err[2] = (u32)position;
+        err[3] = bound;
+    }
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }

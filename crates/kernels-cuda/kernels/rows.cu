@@ -1,0 +1,60 @@
+// Whole-row moves along dimension 0: gather, scatter-add, broadcast.
+// Index values are checked here (the host cannot see them) and reported
+// through the error word; an out-of-range row is skipped, never read or
+// written.
+#include "common.cuh"
+
+#define ERR_GATHER 1u
+#define ERR_SCATTER 2u
+
+// dst[i, :] = src[idx[i], :], one thread per output element.
+extern "C" __global__ void gather_rows(const float* src, u32 table_rows, const u32* idx,
+                                       float* dst, u64 n_idx, u32 cols, u32* err) {
+    GRID_STRIDE(e, n_idx * cols) {
+        u64 i = e / cols;
+        u32 r = idx[i];
+        if (r >= table_rows) {
+            report_index(err, ERR_GATHER, r, i, table_rows);
+            continue;
+        }
+        dst[e] = src[(u64)r * cols + (e - i * cols)];
+    }
+}
+
+// dst[idx[i], :] += src[i, :] with atomics: duplicates accumulate in an
+// unspecified order (results may differ in the last bits run to run).
+extern "C" __global__ void scatter_add_rows(const float* src, const u32* idx, float* dst,
+                                            u32 table_rows, u64 n_idx, u32 cols, u32* err) {
+    GRID_STRIDE(e, n_idx * cols) {
+        u64 i = e / cols;
+        u32 r = idx[i];
+        if (r >= table_rows) {
+            report_index(err, ERR_SCATTER, r, i, table_rows);
+            continue;
+        }
+        atomicAdd(&dst[(u64)r * cols + (e - i * cols)], src[e]);
+    }
+}
+
+// The deterministic variant: one thread per column walks the positions in
+// order, so duplicates accumulate exactly as on the CPU (bit-for-bit the
+// same sums), at the price of a serial loop over the rows.
+extern "C" __global__ void scatter_add_rows_ordered(const float* src, const u32* idx, float* dst,
+                                                    u32 table_rows, u64 n_idx, u32 cols,
+                                                    u32* err) {
+    GRID_STRIDE(c, cols) {
+        for (u64 i = 0; i < n_idx; ++i) {
+            u32 r = idx[i];
+            if (r >= table_rows) {
+                if (c == 0) report_index(err, ERR_SCATTER, r, i, table_rows);
+                continue;
+            }
+            dst[(u64)r * cols + c] += src[i * cols + c];
+        }
+    }
+}
+
+// Every row of dst (n / cols rows) becomes row.
+extern "C" __global__ void broadcast_row(const float* row, float* dst, u64 n, u32 cols) {
+    GRID_STRIDE(e, n) { dst[e] = row[e % cols]; }
+}

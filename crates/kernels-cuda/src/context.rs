@@ -1,0 +1,329 @@
+//! [`CudaKernels`]: one device's context, stream, cuBLAS handle and loaded
+//! kernels, plus the memory operations the tensor crate builds storage on.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr,
+    DriverError, LaunchConfig, ValidAsZeroBits,
+};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::{CudaError, Result};
+use crate::ptx;
+
+/// Threads per block of the elementwise and per-row kernels.
+pub(crate) const BLOCK: u32 = 256;
+
+/// The kernels of one CUDA device, on device slices.
+///
+/// Everything runs on ONE stream in issue order, so a kernel sees the
+/// results of every kernel launched before it and the host never waits
+/// except to read memory ([`CudaKernels::download`], [`CudaKernels::check`]).
+/// Index values are checked on the device: a bad one is recorded in an
+/// error word and reported by the next [`CudaKernels::check`] (which
+/// downloads call), naming the kernel.
+pub struct CudaKernels {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    pub(crate) blas: CudaBlas,
+    functions: HashMap<&'static str, CudaFunction>,
+    /// `[kernel code, index, position, bound]`, zero when clean.
+    err: Mutex<CudaSlice<u32>>,
+    sms: u32,
+    launches: AtomicU64,
+    deterministic: AtomicBool,
+    pub(crate) user: crate::user::UserKernels,
+}
+
+impl std::fmt::Debug for CudaKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaKernels")
+            .field("ordinal", &self.ordinal())
+            .field("sms", &self.sms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Names of the kernel codes written to the error word (see `common.cuh`).
+fn kernel_of_code(code: u32) -> &'static str {
+    match code {
+        1 => "gather_rows",
+        2 => "scatter_add_rows",
+        3 => "nll_log_softmax",
+        _ => "cuda kernel",
+    }
+}
+
+/// Whether the CUDA driver library can be loaded on this machine.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to open the shared library by its known names
+    // (libloading); no symbol is called.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Number of CUDA devices, or why there are none.
+pub fn device_count() -> Result<usize> {
+    if !driver_present() {
+        return Err(CudaError::Unavailable(
+            "the CUDA driver library (libcuda) was not found".into(),
+        ));
+    }
+    let n = CudaContext::device_count().map_err(|e| CudaError::Unavailable(e.to_string()))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+impl CudaKernels {
+    /// Opens device `ordinal`: its primary context, a stream, a cuBLAS
+    /// handle, and the committed PTX of every kernel file.
+    pub fn new(ordinal: usize) -> Result<CudaKernels> {
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(CudaError::Unavailable(format!(
+                "no device cuda:{ordinal} ({count} CUDA device(s) found)"
+            )));
+        }
+        // SAFETY: as in `driver_present`, only opens the library.
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err(CudaError::Unavailable(
+                "cuBLAS (libcublas) was not found: add the CUDA toolkit's lib directory to LD_LIBRARY_PATH".into(),
+            ));
+        }
+        const K: &str = "open device";
+        let ctx = CudaContext::new(ordinal).map_err(CudaError::driver(K))?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone())
+            .map_err(|source| CudaError::Blas { kernel: K, source })?;
+        let mut functions = HashMap::new();
+        for file in ptx::FILES {
+            let module = ctx
+                .load_module(Ptx::from_src(file.ptx))
+                .map_err(CudaError::driver(file.name))?;
+            for name in kernel_names(file.ptx) {
+                let f = module
+                    .load_function(name)
+                    .map_err(CudaError::driver(name))?;
+                functions.insert(name, f);
+            }
+        }
+        let err = stream.alloc_zeros::<u32>(4).map_err(CudaError::driver(K))?;
+        let sms = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(CudaError::driver(K))?;
+        Ok(CudaKernels {
+            ctx,
+            stream,
+            blas,
+            functions,
+            err: Mutex::new(err),
+            sms: u32::try_from(sms).unwrap_or(1).max(1),
+            launches: AtomicU64::new(0),
+            deterministic: AtomicBool::new(false),
+            user: crate::user::UserKernels::default(),
+        })
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ctx.ordinal()
+    }
+
+    /// The device's name, e.g. `"NVIDIA H100 80GB HBM3"`.
+    pub fn device_name(&self) -> String {
+        self.ctx
+            .name()
+            .unwrap_or_else(|_| "unknown CUDA device".into())
+    }
+
+    /// The stream every kernel runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Kernel launches (cuBLAS calls and copies included) since creation:
+    /// take differences around a step to count its launches.
+    pub fn launches(&self) -> u64 {
+        self.launches.load(Ordering::Relaxed)
+    }
+
+    /// Makes `scatter_add_rows` accumulate duplicates in position order,
+    /// bit-for-bit like the CPU (slower: a serial loop over the rows),
+    /// instead of with atomics in an unspecified order.
+    pub fn set_deterministic(&self, on: bool) {
+        self.deterministic.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether [`CudaKernels::set_deterministic`] is on.
+    pub fn deterministic(&self) -> bool {
+        self.deterministic.load(Ordering::Relaxed)
+    }
+
+    /// The device error word, for kernels that check index values. A
+    /// poisoned lock still guards a valid slice: take it.
+    pub(crate) fn error_word(&self) -> MutexGuard<'_, CudaSlice<u32>> {
+        self.err.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn count_launch(&self) {
+        self.launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The loaded kernel `name` (a name from the committed PTX).
+    pub(crate) fn function(&self, name: &'static str) -> Result<&CudaFunction> {
+        self.functions.get(name).ok_or_else(|| CudaError::Invalid {
+            kernel: name,
+            what: "no such kernel in the loaded PTX".into(),
+        })
+    }
+
+    /// A grid-stride launch over `n` elements.
+    pub(crate) fn elementwise_config(&self, n: usize) -> LaunchConfig {
+        let blocks = n
+            .div_ceil(BLOCK as usize)
+            .clamp(1, (self.sms * 32) as usize);
+        LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// One block per row (grid-strided over rows), a power-of-two block
+    /// from 32 to 256 threads fitted to the row width.
+    pub(crate) fn row_config(&self, rows: usize, cols: usize) -> LaunchConfig {
+        let threads = cols.next_power_of_two().clamp(32, BLOCK as usize) as u32;
+        let blocks = rows.clamp(1, (self.sms * 64) as usize);
+        LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    // ---- Memory.
+
+    /// `len` zeroed elements on the device; out of memory is
+    /// [`CudaError::OutOfMemory`] naming the bytes.
+    pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        self.count_launch();
+        self.stream
+            .alloc_zeros::<T>(len)
+            .map_err(|e| self.alloc_error(e, bytes))
+    }
+
+    fn alloc_error(&self, e: DriverError, bytes: usize) -> CudaError {
+        if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            let free = self.ctx.mem_get_info().map(|(free, _)| free).unwrap_or(0);
+            CudaError::OutOfMemory {
+                bytes,
+                ordinal: self.ordinal(),
+                free,
+            }
+        } else {
+            CudaError::driver("alloc")(e)
+        }
+    }
+
+    /// A device copy of `data`.
+    pub fn upload<T: DeviceRepr + ValidAsZeroBits>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        let mut dst = self.alloc_zeros::<T>(data.len())?;
+        if !data.is_empty() {
+            self.count_launch();
+            self.stream
+                .memcpy_htod(data, &mut dst)
+                .map_err(CudaError::driver("upload"))?;
+        }
+        Ok(dst)
+    }
+
+    /// Copies `src` into `dst` (equal lengths) and waits for it, then
+    /// reports any error a kernel recorded ([`CudaKernels::check`]).
+    pub fn download<T: DeviceRepr>(&self, src: &CudaView<'_, T>, dst: &mut [T]) -> Result<()> {
+        CudaError::check_len("download", "dst", dst.len(), src.len())?;
+        if !dst.is_empty() {
+            self.count_launch();
+            self.stream
+                .memcpy_dtoh(src, dst)
+                .map_err(CudaError::driver("download"))?;
+        }
+        self.check()
+    }
+
+    /// Device-to-device copy of `src` into `dst` (equal lengths).
+    pub fn copy<T: DeviceRepr>(
+        &self,
+        src: &CudaView<'_, T>,
+        dst: &mut CudaViewMut<'_, T>,
+    ) -> Result<()> {
+        CudaError::check_len("copy", "dst", dst.len(), src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.count_launch();
+        self.stream
+            .memcpy_dtod(src, dst)
+            .map_err(CudaError::driver("copy"))
+    }
+
+    /// A fresh device copy of `src`.
+    pub fn duplicate<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        src: &CudaView<'_, T>,
+    ) -> Result<CudaSlice<T>> {
+        let mut dst = self.alloc_zeros::<T>(src.len())?;
+        self.copy(src, &mut dst.as_view_mut())?;
+        Ok(dst)
+    }
+
+    /// Waits for all work, then reports (and clears) an index error a
+    /// kernel recorded since the last check.
+    pub fn check(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(CudaError::driver("synchronize"))?;
+        let mut err = self.error_word();
+        let mut word = [0u32; 4];
+        self.stream
+            .memcpy_dtoh(&*err, &mut word[..])
+            .map_err(CudaError::driver("check"))?;
+        self.stream
+            .synchronize()
+            .map_err(CudaError::driver("synchronize"))?;
+        if word[0] == 0 {
+            return Ok(());
+        }
+        self.stream
+            .memset_zeros(&mut *err)
+            .map_err(CudaError::driver("check"))?;
+        Err(CudaError::Index {
+            kernel: kernel_of_code(word[0]),
+            index: word[1] as usize,
+            position: word[2] as usize,
+            bound: word[3] as usize,
+        })
+    }
+}
+
+/// Names of the `.entry` functions in a PTX text.
+fn kernel_names(ptx: &'static str) -> impl Iterator<Item = &'static str> {
+    ptx.lines().filter_map(|line| {
+        let rest = line.trim_start().strip_prefix(".visible .entry ")?;
+        let end = rest.find('(').unwrap_or(rest.len());
+        Some(rest[..end].trim())
+    })
+}
+
+/// A view of 32-bit words as `u32`: index tensors share the `f32` storage
+/// type.
+pub fn as_u32<'a>(view: &CudaView<'a, f32>) -> CudaView<'a, u32> {
+    // SAFETY: f32 and u32 have the same size and alignment and every bit
+    // pattern is a valid u32, so the same `len` words reinterpret exactly.
+    unsafe { view.transmute::<u32>(view.len()) }.expect("same size: transmute cannot fail")
+}

@@ -1,0 +1,41 @@
+//! CUDA kernels for sheaf.
+//!
+//! The same kernel families as `sheaf-kernels-cpu`: elementwise maps and
+//! derivatives, row gather / scatter-add, the softmax family and the
+//! cross-entropy loss, fused LSTM, GRU and Tree-LSTM cells, optimizer
+//! updates (dense and sparse rows), fill; GEMM through cuBLAS; users' own
+//! kernels through NVRTC. Like the CPU crate, it knows device slices
+//! (`cudarc`'s [`CudaView`] / [`CudaViewMut`]), not tensors.
+//!
+//! The CUDA C sources are `kernels/*.cu`; `cargo xtask build-kernels`
+//! compiles them to PTX (`ptx/*.ptx`, committed and embedded), so building
+//! needs no CUDA toolkit. `cudarc` loads libcuda, cuBLAS and NVRTC when a
+//! [`CudaKernels`] is first created: this crate builds and its tests run
+//! (skipping the device parts) on machines without CUDA.
+//!
+//! Every kernel runs on the context's one stream. Shapes are checked on the
+//! host before a launch ([`CudaError::Len`], [`CudaError::Invalid`]); index
+//! VALUES live on the device and are checked there, reported by the next
+//! [`CudaKernels::check`] or download as [`CudaError::Index`].
+
+mod cells;
+mod context;
+mod elementwise;
+mod error;
+mod gemm;
+mod launch;
+mod optim;
+pub mod ptx;
+mod rows;
+mod softmax;
+mod user;
+
+pub use context::{as_u32, device_count, driver_present, CudaKernels};
+pub use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
+};
+pub use elementwise::{Map, Zip};
+pub use error::{CudaError, Result};
+pub use gemm::Operand;
+pub use optim::{AdamArgs, RowSet};
+pub use user::UserKernel;

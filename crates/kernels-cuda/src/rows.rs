@@ -1,0 +1,115 @@
+//! Row gather, scatter-add and broadcast along dimension 0.
+
+use cudarc::driver::{CudaView, CudaViewMut};
+
+use crate::error::{CudaError, Result};
+use crate::launch::launch;
+use crate::CudaKernels;
+
+/// `rows x cols` from a length, or why not.
+fn table_rows(kernel: &'static str, arg: &'static str, len: usize, cols: usize) -> Result<u32> {
+    if cols == 0 || !len.is_multiple_of(cols) {
+        return Err(CudaError::Invalid {
+            kernel,
+            what: format!("`{arg}` has length {len}, not a positive multiple of cols = {cols}"),
+        });
+    }
+    u32::try_from(len / cols).map_err(|_| CudaError::Invalid {
+        kernel,
+        what: format!("`{arg}` has {} rows; row ids are u32", len / cols),
+    })
+}
+
+fn cols_u32(kernel: &'static str, cols: usize) -> Result<u32> {
+    u32::try_from(cols).map_err(|_| CudaError::Invalid {
+        kernel,
+        what: format!("{cols} columns do not fit u32"),
+    })
+}
+
+impl CudaKernels {
+    /// `dst[i, :] = src[idx[i], :]`; `src` is a `? x cols` table. An index
+    /// past the table is reported by the next [`CudaKernels::check`].
+    pub fn gather_rows(
+        &self,
+        src: &CudaView<'_, f32>,
+        cols: usize,
+        idx: &CudaView<'_, u32>,
+        dst: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
+        const K: &str = "gather_rows";
+        let rows = table_rows(K, "src", src.len(), cols)?;
+        CudaError::check_len(K, "dst", dst.len(), idx.len() * cols)?;
+        let (n_idx, c) = (idx.len() as u64, cols_u32(K, cols)?);
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let err = self.error_word();
+        let cfg = self.elementwise_config(dst.len());
+        launch!(
+            self,
+            "gather_rows",
+            cfg,
+            [src, &rows, idx, dst, &n_idx, &c, &*err]
+        )
+    }
+
+    /// `dst[idx[i], :] += src[i, :]`: duplicates accumulate, with atomics
+    /// or, under [`CudaKernels::set_deterministic`], in position order.
+    pub fn scatter_add_rows(
+        &self,
+        src: &CudaView<'_, f32>,
+        cols: usize,
+        idx: &CudaView<'_, u32>,
+        dst: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
+        const K: &str = "scatter_add_rows";
+        let rows = table_rows(K, "dst", dst.len(), cols)?;
+        CudaError::check_len(K, "src", src.len(), idx.len() * cols)?;
+        let (n_idx, c) = (idx.len() as u64, cols_u32(K, cols)?);
+        if src.is_empty() {
+            return Ok(());
+        }
+        let err = self.error_word();
+        if self.deterministic() {
+            let cfg = self.elementwise_config(cols);
+            launch!(
+                self,
+                "scatter_add_rows_ordered",
+                cfg,
+                [src, idx, dst, &rows, &n_idx, &c, &*err]
+            )
+        } else {
+            let cfg = self.elementwise_config(src.len());
+            launch!(
+                self,
+                "scatter_add_rows",
+                cfg,
+                [src, idx, dst, &rows, &n_idx, &c, &*err]
+            )
+        }
+    }
+
+    /// Every row of `dst` (`dst.len() / row.len()` rows) becomes `row`.
+    pub fn broadcast_row(
+        &self,
+        row: &CudaView<'_, f32>,
+        dst: &mut CudaViewMut<'_, f32>,
+    ) -> Result<()> {
+        const K: &str = "broadcast_row";
+        if row.is_empty() {
+            return CudaError::check_len(K, "dst", dst.len(), 0);
+        }
+        table_rows(K, "dst", dst.len(), row.len())?;
+        let (n, c) = (dst.len() as u64, cols_u32(K, row.len())?);
+        if n == 0 {
+            return Ok(());
+        }
+        launch!(
+            self,
+            "broadcast_row",
+            self.elementwise_config(dst.len()),
+            [row, dst, &n, &c]
+        )
+    }
+}

@@ -1,0 +1,81 @@
+//! Users' own kernels: CUDA C source compiled with NVRTC on first use and
+//! cached per name, launched on the same stream as the built-in kernels.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaFunction, LaunchArgs, LaunchConfig};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+
+use crate::error::{CudaError, Result};
+use crate::CudaKernels;
+
+/// Compiled user kernels of one device, by `(name, source hash)`.
+#[derive(Default)]
+pub(crate) struct UserKernels {
+    cache: Mutex<HashMap<(String, String), CudaFunction>>,
+}
+
+/// A user kernel: CUDA C `source` defining `extern "C" __global__ void
+/// <name>(...)`.
+#[derive(Debug, Clone, Copy)]
+pub struct UserKernel<'s> {
+    pub name: &'s str,
+    pub source: &'s str,
+}
+
+impl CudaKernels {
+    /// The compiled function of `kernel`, compiling it with NVRTC (for the
+    /// device's own architecture) the first time it is asked for.
+    pub fn user_function(&self, kernel: UserKernel<'_>) -> Result<CudaFunction> {
+        let key = (
+            kernel.name.to_string(),
+            crate::ptx::source_hash(kernel.source),
+        );
+        let mut cache = self.user.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = cache.get(&key) {
+            return Ok(f.clone());
+        }
+        // SAFETY: only opens the NVRTC library by its known names.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(CudaError::Unavailable(
+                "NVRTC (libnvrtc) was not found: add the CUDA toolkit's lib directory to LD_LIBRARY_PATH".into(),
+            ));
+        }
+        let compile = |source| CudaError::Compile {
+            name: kernel.name.to_string(),
+            source,
+        };
+        let opts = CompileOptions {
+            name: Some(format!("{}.cu", kernel.name)),
+            ..Default::default()
+        };
+        let ptx: Ptx = compile_ptx_with_opts(kernel.source, opts).map_err(compile)?;
+        let module = self
+            .context()
+            .load_module(ptx)
+            .map_err(CudaError::driver("load user kernel"))?;
+        let f = module
+            .load_function(kernel.name)
+            .map_err(CudaError::driver("load user kernel"))?;
+        cache.insert(key, f.clone());
+        Ok(f)
+    }
+
+    /// A launch builder for a user's function on this device's stream: push
+    /// the arguments with `arg` and call `launch` (unsafe: the user's
+    /// signature is not known to sheaf). Counted as one launch.
+    pub fn user_launch<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
+        self.count_launch();
+        self.stream().launch_builder(f)
+    }
+
+    /// A grid-stride configuration for `n` elements (256 threads a block).
+    pub fn launch_config(&self, n: usize) -> LaunchConfig {
+        self.elementwise_config(n)
+    }
+
+    pub(crate) fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
+        self.stream().context()
+    }
+}
