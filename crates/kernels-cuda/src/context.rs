@@ -327,3 +327,40 @@ pub fn as_u32<'a>(view: &CudaView<'a, f32>) -> CudaView<'a, u32> {
     // pattern is a valid u32, so the same `len` words reinterpret exactly.
     unsafe { view.transmute::<u32>(view.len()) }.expect("same size: transmute cannot fail")
 }
+
+/// Elements `start..end` of `view`, for as long as `view` was borrowed
+/// (cudarc's `slice_mut` only lends a sub-view for the borrow of the view).
+/// Out-of-range bounds are clamped to the view.
+pub fn narrow_view_mut(
+    view: CudaViewMut<'_, f32>,
+    start: usize,
+    end: usize,
+) -> CudaViewMut<'_, f32> {
+    let end = end.min(view.len());
+    let start = start.min(end);
+    let (_, tail) = split_view_mut(view, start);
+    let (mid, _) = split_view_mut(tail, end - start);
+    mid
+}
+
+/// `view` split at `mid` (clamped to its length) into two disjoint views
+/// that live as long as `view` did, like `<[T]>::split_at_mut`.
+pub fn split_view_mut(
+    mut view: CudaViewMut<'_, f32>,
+    mid: usize,
+) -> (CudaViewMut<'_, f32>, CudaViewMut<'_, f32>) {
+    let mid = mid.min(view.len());
+    let (a, b) = view.split_at_mut(mid);
+    // SAFETY: `view` is consumed here and never used again; `a` and `b`
+    // cover disjoint ranges of the memory `view` had exclusive access to
+    // for its whole lifetime, and hold only copies of `view`'s own
+    // references (device pointer, events, stream: no Drop). Extending the
+    // sub-views' lifetime to the original one is thus exactly the
+    // contract of `split_at_mut` on slices.
+    unsafe {
+        (
+            std::mem::transmute::<CudaViewMut<'_, f32>, CudaViewMut<'_, f32>>(a),
+            std::mem::transmute::<CudaViewMut<'_, f32>, CudaViewMut<'_, f32>>(b),
+        )
+    }
+}

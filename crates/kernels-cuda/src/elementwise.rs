@@ -117,6 +117,18 @@ impl CudaKernels {
         )
     }
 
+    /// `y = alpha y`.
+    pub fn scale_inplace(&self, alpha: f32, y: Out) -> Result<()> {
+        let n = y.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let cfg = self.elementwise_config(y.len());
+        // The kernel reads x[i] before writing y[i]: one buffer for both.
+        let x = &y.as_view();
+        launch!(self, "scale_f", cfg, [&alpha, x, x, &n])
+    }
+
     /// `y += alpha x`.
     pub fn axpy(&self, alpha: f32, x: In, y: Out) -> Result<()> {
         CudaError::check_len("axpy", "y", y.len(), x.len())?;

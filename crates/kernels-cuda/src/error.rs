@@ -2,13 +2,12 @@
 
 use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
-use cudarc::nvrtc::CompileError;
 
 /// Result of a CUDA kernel call.
 pub type Result<T, E = CudaError> = std::result::Result<T, E>;
 
 /// Why a CUDA kernel call failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CudaError {
     /// No usable CUDA: the driver library is missing, or no such device.
     #[error("CUDA is unavailable: {0}")]
@@ -37,12 +36,8 @@ pub enum CudaError {
         source: CublasError,
     },
     /// NVRTC could not compile a user's kernel.
-    #[error("compiling CUDA kernel `{name}` with NVRTC: {source}")]
-    Compile {
-        name: String,
-        #[source]
-        source: CompileError,
-    },
+    #[error("compiling CUDA kernel `{name}` with NVRTC: {log}")]
+    Compile { name: String, log: String },
     /// A slice argument has the wrong length.
     #[error("{kernel}: `{arg}` has length {got}, expected {expected}")]
     Len {

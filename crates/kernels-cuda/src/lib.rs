@@ -30,7 +30,9 @@ mod rows;
 mod softmax;
 mod user;
 
-pub use context::{as_u32, device_count, driver_present, CudaKernels};
+pub use context::{
+    as_u32, device_count, driver_present, narrow_view_mut, split_view_mut, CudaKernels,
+};
 pub use cudarc::driver::{
     CudaFunction, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
 };

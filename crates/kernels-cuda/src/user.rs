@@ -42,9 +42,9 @@ impl CudaKernels {
                 "NVRTC (libnvrtc) was not found: add the CUDA toolkit's lib directory to LD_LIBRARY_PATH".into(),
             ));
         }
-        let compile = |source| CudaError::Compile {
+        let compile = |e: cudarc::nvrtc::CompileError| CudaError::Compile {
             name: kernel.name.to_string(),
-            source,
+            log: e.to_string(),
         };
         let opts = CompileOptions {
             name: Some(format!("{}.cu", kernel.name)),

@@ -281,3 +281,61 @@ impl Cell {
         self.b == 0 || self.h == 0
     }
 }
+
+/// Argument `arg` of `op` has element type `T` and lives on `expected`.
+pub(crate) fn meta<T: crate::Element>(
+    op: &'static str,
+    arg: &'static str,
+    got: crate::DType,
+    device: crate::Device,
+    expected: crate::Device,
+) -> Result<()> {
+    if got != T::DTYPE {
+        return Err(TensorError::DTypeMismatch {
+            op,
+            arg,
+            expected: T::DTYPE,
+            got,
+        });
+    }
+    if device != expected {
+        return Err(TensorError::DeviceMismatch {
+            op,
+            arg,
+            expected,
+            got: device,
+        });
+    }
+    Ok(())
+}
+
+/// SGD's velocity: required with momentum, and shaped like `param` if given.
+pub(crate) fn check_velocity(
+    op: &'static str,
+    cfg: &crate::Sgd,
+    param: Shape,
+    velocity: Option<&crate::TensorMut<'_>>,
+) -> Result<()> {
+    match velocity {
+        Some(v) => Check(op).expect("velocity", param, v.shape()),
+        None if cfg.momentum != 0.0 => Err(TensorError::MissingArgument {
+            op,
+            arg: "velocity",
+            when: "momentum is not 0",
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Adam's step counts from 1: step 0 would divide by a zero bias correction.
+pub(crate) fn check_step(op: &'static str, step: u64) -> Result<()> {
+    if step == 0 {
+        Err(TensorError::InvalidArgument {
+            op,
+            arg: "step",
+            reason: "must be at least 1 (Adam steps count from 1)",
+        })
+    } else {
+        Ok(())
+    }
+}

@@ -3,15 +3,17 @@
 use std::fmt;
 
 use crate::backend::Backend;
-use crate::error::{Result, TensorError};
+use crate::error::Result;
+#[cfg(not(feature = "cuda"))]
+use crate::error::TensorError;
 
 /// Where a tensor's storage lives.
 ///
 /// Backends are picked at run time from this enum (not through generics), so
-/// one model type runs on any device. Only `Cpu` works today; CUDA joins
-/// behind the `cuda` feature, and until then every CUDA request is
-/// [`TensorError::DeviceUnavailable`] rather than a missing variant, so code
-/// written against `Device` does not change when the feature arrives.
+/// one model type runs on any device. `Cuda` devices work when sheaf is
+/// built with the `cuda` feature and the machine has the CUDA driver and
+/// the device; otherwise a CUDA request is an error saying why
+/// ([`TensorError::DeviceUnavailable`] without the feature), never a panic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Device {
     /// Host memory, kernels from `sheaf-kernels-cpu`.
@@ -22,15 +24,13 @@ pub enum Device {
 }
 
 /// Why CUDA devices are unavailable in this build.
+#[cfg(not(feature = "cuda"))]
 const NO_CUDA: &str = "sheaf-tensor was built without the `cuda` feature";
 
 impl Device {
     /// Ok if tensors can be allocated on this device in this build.
     pub fn check_available(self) -> Result<()> {
-        match self {
-            Device::Cpu => Ok(()),
-            Device::Cuda(_) => Err(self.unavailable()),
-        }
+        self.backend().map(|_| ())
     }
 
     /// Whether tensors can be allocated on this device in this build.
@@ -43,10 +43,14 @@ impl Device {
     pub fn backend(self) -> Result<&'static dyn Backend> {
         match self {
             Device::Cpu => Ok(crate::cpu::CpuBackend::global()),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => Ok(crate::cuda::CudaBackend::global(n)?),
+            #[cfg(not(feature = "cuda"))]
             Device::Cuda(_) => Err(self.unavailable()),
         }
     }
 
+    #[cfg(not(feature = "cuda"))]
     fn unavailable(self) -> TensorError {
         TensorError::DeviceUnavailable {
             device: self,

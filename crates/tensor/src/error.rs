@@ -135,6 +135,17 @@ pub enum TensorError {
         got: Device,
     },
 
+    /// A CUDA kernel, copy or allocation failed (out of device memory
+    /// names the bytes; a bad index value found on the device names the
+    /// kernel, the index and its position).
+    #[cfg(feature = "cuda")]
+    #[error("{op}: {source}")]
+    Cuda {
+        op: &'static str,
+        #[source]
+        source: sheaf_kernels_cuda::CudaError,
+    },
+
     /// The allocator could not provide `bytes` bytes. Allocation goes
     /// through `try_reserve_exact`, so a huge request is this error, not an
     /// abort.

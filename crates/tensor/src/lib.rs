@@ -49,8 +49,11 @@
 #![allow(clippy::result_large_err)]
 
 mod backend;
+mod cell_shapes;
 mod check;
 mod cpu;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod device;
 mod dtype;
 mod error;
@@ -63,6 +66,8 @@ pub use backend::{
     Backend, Binary, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps, Unary,
 };
 pub use cpu::CpuBackend;
+#[cfg(feature = "cuda")]
+pub use cuda::CudaBackend;
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Result, TensorError};

@@ -24,13 +24,14 @@ const _: () = assert!(std::mem::align_of::<Block>() == HOST_ALIGN);
 
 /// The buffer behind one or more tensors.
 ///
-/// An enum so that device memory can join as another arm (`Cuda`) behind
-/// the `cuda` feature without changing the tensor type; code that needs
-/// host memory goes through [`Storage::host`] and friends, the one place
-/// that will then reject device storage.
-#[derive(Clone)]
+/// Host memory, or device memory behind the `cuda` feature; code that
+/// needs host memory goes through [`Storage::host`] and friends, the one
+/// place that rejects device storage. Not `Clone`: copies are explicit
+/// (`Tensor::deep_clone`), since a device copy can fail.
 pub(crate) enum Storage {
     Host(HostStorage),
+    #[cfg(feature = "cuda")]
+    Cuda(crate::cuda::CudaStorage),
 }
 
 impl Storage {
@@ -38,27 +39,57 @@ impl Storage {
     pub(crate) fn device(&self) -> Device {
         match self {
             Storage::Host(_) => Device::Cpu,
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(c) => Device::Cuda(c.ordinal),
         }
     }
 
     /// The host buffer, or an error naming `op` if the storage is on a device.
-    pub(crate) fn host(&self) -> Result<&HostStorage> {
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    pub(crate) fn host(&self, op: &'static str) -> Result<&HostStorage> {
         match self {
             Storage::Host(h) => Ok(h),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => Err(self.not_on_host(op)),
         }
     }
 
     /// Mutable access to the host buffer.
-    pub(crate) fn host_mut(&mut self) -> Result<&mut HostStorage> {
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    pub(crate) fn host_mut(&mut self, op: &'static str) -> Result<&mut HostStorage> {
         match self {
             Storage::Host(h) => Ok(h),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => Err(self.not_on_host(op)),
         }
     }
 
-    /// Address of the first byte: identifies the buffer (for "no copy" checks).
+    #[cfg(feature = "cuda")]
+    fn not_on_host(&self, op: &'static str) -> TensorError {
+        TensorError::DeviceMismatch {
+            op,
+            arg: "self",
+            expected: Device::Cpu,
+            got: self.device(),
+        }
+    }
+
+    /// Capacity in 4-byte elements (every dtype is 4 bytes wide).
+    pub(crate) fn words(&self) -> usize {
+        match self {
+            Storage::Host(h) => h.as_bytes().len() / 4,
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(c) => c.data.len(),
+        }
+    }
+
+    /// Identifies the buffer (for "no copy" checks): the address of the
+    /// first host byte, or of the device buffer's handle.
     pub(crate) fn addr(&self) -> usize {
         match self {
             Storage::Host(h) => h.as_bytes().as_ptr() as usize,
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(c) => c as *const _ as usize,
         }
     }
 }

@@ -51,14 +51,22 @@ impl Tensor {
         let bytes = numel
             .checked_mul(dtype.size_in_bytes())
             .ok_or(TensorError::SizeOverflow { shape })?;
-        let host = HostStorage::zeroed(bytes)?;
-        Ok(Tensor::from_storage(Storage::Host(host), shape, dtype))
+        let storage = match device {
+            Device::Cpu => Storage::Host(HostStorage::zeroed(bytes)?),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => Storage::Cuda(crate::cuda::CudaStorage::zeroed(n, numel)?),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => return Err(device.check_available().unwrap_err()),
+        };
+        Ok(Tensor::from_storage(storage, shape, dtype))
     }
 
     /// A tensor with every element `value`.
     pub fn full_f32(value: f32, shape: impl Into<Shape>, device: Device) -> Result<Tensor> {
         let mut t = Tensor::zeros(shape, DType::F32, device)?;
-        t.as_mut_slice::<f32>()?.fill(value);
+        if value != 0.0 {
+            device.backend()?.fill(value, t.view_mut()?)?;
+        }
         Ok(t)
     }
 
@@ -178,10 +186,7 @@ impl Tensor {
     /// Size of the whole storage in elements of this tensor's dtype (at
     /// least `offset + numel`).
     pub fn capacity(&self) -> usize {
-        self.storage
-            .host()
-            .map(|h| h.as_bytes().len() / self.dtype.size_in_bytes())
-            .unwrap_or(0)
+        self.storage.words()
     }
 
     /// Reuses this tensor's storage for a zero-filled tensor of `shape` and
@@ -196,7 +201,7 @@ impl Tensor {
     ) -> std::result::Result<Tensor, Tensor> {
         let mut t = self.reuse(shape, dtype)?;
         let bytes = t.numel() * dtype.size_in_bytes();
-        match Arc::get_mut(&mut t.storage).map(Storage::host_mut) {
+        match Arc::get_mut(&mut t.storage).map(|s| s.host_mut("recycle")) {
             Some(Ok(host)) => host.as_bytes_mut()[..bytes].fill(0),
             _ => return Err(t),
         }
@@ -266,13 +271,44 @@ impl Tensor {
     /// `T` is this tensor's dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         self.check_dtype::<T>("as_slice")?;
-        let host = self.storage.host()?;
+        let host = self.storage.host("as_slice")?;
         Ok(&host.as_slice::<T>()[self.offset..self.offset + self.numel()])
     }
 
     /// The elements copied into a `Vec`.
+    /// From a device, this downloads the elements (waiting for the device)
+    /// and reports any index error a device kernel recorded since the last
+    /// download.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        #[cfg(feature = "cuda")]
+        if let Storage::Cuda(c) = &*self.storage {
+            self.check_dtype::<T>("to_vec")?;
+            return c.download(self.offset, self.numel());
+        }
         Ok(self.as_slice::<T>()?.to_vec())
+    }
+
+    /// This tensor on `device`: the same tensor (a cheap clone) if it is
+    /// there already, else a copy (host to device, device to host, or
+    /// between devices through the host).
+    pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        if self.device() == device {
+            return Ok(self.clone());
+        }
+        device.check_available()?;
+        let words: Vec<u32> = match self.dtype {
+            DType::F32 => bytemuck::cast_slice(&self.to_vec::<f32>()?).to_vec(),
+            DType::I32 => bytemuck::cast_slice(&self.to_vec::<i32>()?).to_vec(),
+            DType::U32 => self.to_vec::<u32>()?,
+        };
+        let storage = match device {
+            Device::Cpu => Storage::Host(HostStorage::from_slice(&words)?),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(n) => Storage::Cuda(crate::cuda::CudaStorage::upload(n, &words)?),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => return Err(device.check_available().unwrap_err()),
+        };
+        Ok(Tensor::from_storage(storage, self.shape, self.dtype))
     }
 
     /// The elements as a mutable slice of `T`, copying first if the storage
@@ -281,7 +317,7 @@ impl Tensor {
         self.check_dtype::<T>("as_mut_slice")?;
         self.make_unique()?;
         let (offset, numel) = (self.offset, self.numel());
-        let host = Arc::make_mut(&mut self.storage).host_mut()?;
+        let host = self.unique_storage()?.host_mut("as_mut_slice")?;
         Ok(&mut host.as_mut_slice::<T>()[offset..offset + numel])
     }
 
@@ -290,13 +326,26 @@ impl Tensor {
     pub fn view_mut(&mut self) -> Result<TensorMut<'_>> {
         self.make_unique()?;
         let (offset, numel, shape) = (self.offset, self.numel(), self.shape);
-        let host = Arc::make_mut(&mut self.storage).host_mut()?;
-        Ok(TensorMut::from_host(host, self.dtype, offset, numel, shape))
+        let dtype = self.dtype;
+        match self.unique_storage()? {
+            Storage::Host(host) => Ok(TensorMut::from_host(host, dtype, offset, numel, shape)),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(c) => Ok(TensorMut::from_cuda(c, dtype, offset, numel, shape)),
+        }
     }
 
     /// A tensor of the same shape in its own, fresh storage.
     pub fn deep_clone(&self) -> Result<Tensor> {
-        let host = self.storage.host()?;
+        #[cfg(feature = "cuda")]
+        if let Storage::Cuda(c) = &*self.storage {
+            let fresh = c.duplicate(self.offset, self.numel())?;
+            return Ok(Tensor::from_storage(
+                Storage::Cuda(fresh),
+                self.shape,
+                self.dtype,
+            ));
+        }
+        let host = self.storage.host("deep_clone")?;
         let size = self.dtype.size_in_bytes();
         let region = &host.as_bytes()[self.offset * size..(self.offset + self.numel()) * size];
         let mut fresh = HostStorage::zeroed(region.len())?;
@@ -314,6 +363,10 @@ impl Tensor {
     pub fn to_indices(&self) -> Result<Tensor> {
         match self.dtype {
             DType::U32 => Ok(self.clone()),
+            DType::I32 if self.device() != Device::Cpu => {
+                let dev = self.device();
+                self.to_device(Device::Cpu)?.to_indices()?.to_device(dev)
+            }
             DType::I32 => {
                 let src = self.as_slice::<i32>()?;
                 let mut out = Tensor::zeros(self.shape, DType::U32, self.device())?;
@@ -351,13 +404,29 @@ impl Tensor {
 
     /// Makes this tensor the only owner of its storage, copying the viewed
     /// region (not the whole buffer) into fresh storage if it is shared.
-    /// Afterwards `Arc::make_mut` never clones: nobody else holds the `Arc`,
+    /// Afterwards `Arc::get_mut` succeeds: nobody else holds the `Arc`,
     /// and nobody can clone it meanwhile since we hold `&mut self`.
     fn make_unique(&mut self) -> Result<()> {
         if Arc::get_mut(&mut self.storage).is_none() {
             *self = self.deep_clone()?;
         }
         Ok(())
+    }
+
+    /// The storage, after [`Tensor::make_unique`] made it this tensor's own.
+    fn unique_storage(&mut self) -> Result<&mut Storage> {
+        self.make_unique()?;
+        // A fresh deep clone is held by nobody else: `get_mut` succeeds.
+        Arc::get_mut(&mut self.storage).ok_or(TensorError::AllocFailed { bytes: 0 })
+    }
+
+    /// The device elements of this view (crate-internal: backends).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_view(&self) -> Option<sheaf_kernels_cuda::CudaView<'_, f32>> {
+        match &*self.storage {
+            Storage::Cuda(c) => Some(c.data.slice(self.offset..self.offset + self.numel())),
+            Storage::Host(_) => None,
+        }
     }
 }
 

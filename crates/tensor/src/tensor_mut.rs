@@ -32,6 +32,13 @@ enum Data<'a> {
     F32(&'a mut [f32]),
     I32(&'a mut [i32]),
     U32(&'a mut [u32]),
+    /// Device words of any dtype, on `cuda:ordinal`.
+    #[cfg(feature = "cuda")]
+    Cuda {
+        view: sheaf_kernels_cuda::CudaViewMut<'a, f32>,
+        dtype: DType,
+        ordinal: usize,
+    },
 }
 
 impl<'a> Data<'a> {
@@ -40,6 +47,16 @@ impl<'a> Data<'a> {
             Data::F32(_) => DType::F32,
             Data::I32(_) => DType::I32,
             Data::U32(_) => DType::U32,
+            #[cfg(feature = "cuda")]
+            Data::Cuda { dtype, .. } => *dtype,
+        }
+    }
+
+    fn device(&self) -> Device {
+        match self {
+            #[cfg(feature = "cuda")]
+            Data::Cuda { ordinal, .. } => Device::Cuda(*ordinal),
+            _ => Device::Cpu,
         }
     }
 
@@ -48,6 +65,16 @@ impl<'a> Data<'a> {
             Data::F32(s) => Data::F32(s),
             Data::I32(s) => Data::I32(s),
             Data::U32(s) => Data::U32(s),
+            #[cfg(feature = "cuda")]
+            Data::Cuda {
+                view,
+                dtype,
+                ordinal,
+            } => Data::Cuda {
+                view: view.slice_mut(..),
+                dtype: *dtype,
+                ordinal: *ordinal,
+            },
         }
     }
 
@@ -57,6 +84,16 @@ impl<'a> Data<'a> {
             Data::F32(s) => Data::F32(&mut s[start..end]),
             Data::I32(s) => Data::I32(&mut s[start..end]),
             Data::U32(s) => Data::U32(&mut s[start..end]),
+            #[cfg(feature = "cuda")]
+            Data::Cuda {
+                view,
+                dtype,
+                ordinal,
+            } => Data::Cuda {
+                view: sheaf_kernels_cuda::narrow_view_mut(view, start, end),
+                dtype,
+                ordinal,
+            },
         }
     }
 
@@ -74,6 +111,20 @@ impl<'a> Data<'a> {
             Data::U32(s) => {
                 let (a, b) = s.split_at_mut(mid);
                 (Data::U32(a), Data::U32(b))
+            }
+            #[cfg(feature = "cuda")]
+            Data::Cuda {
+                view,
+                dtype,
+                ordinal,
+            } => {
+                let (a, b) = sheaf_kernels_cuda::split_view_mut(view, mid);
+                let part = |view| Data::Cuda {
+                    view,
+                    dtype,
+                    ordinal,
+                };
+                (part(a), part(b))
             }
         }
     }
@@ -98,6 +149,36 @@ impl<'a> TensorMut<'a> {
         TensorMut { data, shape }
     }
 
+    /// A view of `numel` device elements from `offset`.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn from_cuda(
+        storage: &'a mut crate::cuda::CudaStorage,
+        dtype: DType,
+        offset: usize,
+        numel: usize,
+        shape: Shape,
+    ) -> TensorMut<'a> {
+        let ordinal = storage.ordinal;
+        let view = storage.data.slice_mut(offset..offset + numel);
+        TensorMut {
+            data: Data::Cuda {
+                view,
+                dtype,
+                ordinal,
+            },
+            shape,
+        }
+    }
+
+    /// The device elements (crate-internal: backends).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn into_cuda_view(self) -> Option<sheaf_kernels_cuda::CudaViewMut<'a, f32>> {
+        match self.data {
+            Data::Cuda { view, .. } => Some(view),
+            _ => None,
+        }
+    }
+
     /// The shape.
     #[inline]
     pub fn shape(&self) -> Shape {
@@ -113,7 +194,7 @@ impl<'a> TensorMut<'a> {
     /// The device of the viewed memory.
     #[inline]
     pub fn device(&self) -> Device {
-        Device::Cpu
+        self.data.device()
     }
 
     /// The number of elements.
@@ -153,6 +234,13 @@ impl<'a> TensorMut<'a> {
             Data::F32(s) if T::DTYPE == DType::F32 => Ok(bytemuck::cast_slice(s)),
             Data::I32(s) if T::DTYPE == DType::I32 => Ok(bytemuck::cast_slice(s)),
             Data::U32(s) if T::DTYPE == DType::U32 => Ok(bytemuck::cast_slice(s)),
+            #[cfg(feature = "cuda")]
+            Data::Cuda { ordinal, .. } => Err(TensorError::DeviceMismatch {
+                op: "as_slice",
+                arg: "self",
+                expected: Device::Cpu,
+                got: Device::Cuda(*ordinal),
+            }),
             _ => Err(dtype_mismatch::<T>("as_slice", got)),
         }
     }
@@ -169,6 +257,13 @@ impl<'a> TensorMut<'a> {
             Data::F32(s) if T::DTYPE == DType::F32 => Ok(bytemuck::cast_slice_mut(s)),
             Data::I32(s) if T::DTYPE == DType::I32 => Ok(bytemuck::cast_slice_mut(s)),
             Data::U32(s) if T::DTYPE == DType::U32 => Ok(bytemuck::cast_slice_mut(s)),
+            #[cfg(feature = "cuda")]
+            Data::Cuda { ordinal, .. } => Err(TensorError::DeviceMismatch {
+                op: "into_mut_slice",
+                arg: "self",
+                expected: Device::Cpu,
+                got: Device::Cuda(ordinal),
+            }),
             _ => Err(dtype_mismatch::<T>("into_mut_slice", got)),
         }
     }

@@ -3,7 +3,7 @@
 
 use super::{f32_in, f32_out, CpuBackend};
 use crate::backend::CellOps;
-use crate::check::{Cell, Check};
+use crate::cell_shapes;
 use crate::error::{Result, TensorError};
 use crate::{Tensor, TensorMut};
 
@@ -17,11 +17,13 @@ impl CellOps for CpuBackend {
         h: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "lstm_fwd";
-        let cell = Cell::new(OP, "c_prev", c_prev.shape())?;
-        cell.gates_in(4, gates.shape())?;
-        cell.gates("act", 4, act.shape())?;
-        cell.state("c", c.shape())?;
-        cell.state("h", h.shape())?;
+        let cell = cell_shapes::lstm_fwd(
+            gates.shape(),
+            c_prev.shape(),
+            act.shape(),
+            c.shape(),
+            h.shape(),
+        )?;
         let (gates, c_prev) = (f32_in(OP, "gates", gates)?, f32_in(OP, "c_prev", c_prev)?);
         let (act, c, h) = (
             f32_out(OP, "act", act)?,
@@ -47,13 +49,15 @@ impl CellOps for CpuBackend {
         dc_prev: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "lstm_bwd";
-        let cell = Cell::new(OP, "c_prev", c_prev.shape())?;
-        cell.gates_in(4, act.shape())?;
-        cell.state("c", c.shape())?;
-        cell.state("dc", dc.shape())?;
-        cell.state("dh", dh.shape())?;
-        cell.gates("dgates", 4, dgates.shape())?;
-        cell.state("dc_prev", dc_prev.shape())?;
+        let cell = cell_shapes::lstm_bwd(
+            act.shape(),
+            c_prev.shape(),
+            c.shape(),
+            dc.shape(),
+            dh.shape(),
+            dgates.shape(),
+            dc_prev.shape(),
+        )?;
         let (act, c_prev, c) = (
             f32_in(OP, "act", act)?,
             f32_in(OP, "c_prev", c_prev)?,
@@ -81,11 +85,13 @@ impl CellOps for CpuBackend {
         h: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "gru_fwd";
-        let cell = Cell::new(OP, "h_prev", h_prev.shape())?;
-        cell.gates_in(3, xw.shape())?;
-        cell.gates("hu", 3, hu.shape())?;
-        cell.gates("act", 3, act.shape())?;
-        cell.state("h", h.shape())?;
+        let cell = cell_shapes::gru_fwd(
+            xw.shape(),
+            hu.shape(),
+            h_prev.shape(),
+            act.shape(),
+            h.shape(),
+        )?;
         let (xw, hu, h_prev) = (
             f32_in(OP, "xw", xw)?,
             f32_in(OP, "hu", hu)?,
@@ -111,13 +117,15 @@ impl CellOps for CpuBackend {
         dh_prev: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "gru_bwd";
-        let cell = Cell::new(OP, "h_prev", h_prev.shape())?;
-        cell.gates_in(3, act.shape())?;
-        cell.gates("hu", 3, hu.shape())?;
-        cell.state("dh", dh.shape())?;
-        cell.gates("dxw", 3, dxw.shape())?;
-        cell.gates("dhu", 3, dhu.shape())?;
-        cell.state("dh_prev", dh_prev.shape())?;
+        let cell = cell_shapes::gru_bwd(
+            act.shape(),
+            hu.shape(),
+            h_prev.shape(),
+            dh.shape(),
+            dxw.shape(),
+            dhu.shape(),
+            dh_prev.shape(),
+        )?;
         let (act, hu, h_prev) = (
             f32_in(OP, "act", act)?,
             f32_in(OP, "hu", hu)?,
@@ -142,10 +150,8 @@ impl CellOps for CpuBackend {
         h: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_fwd";
-        let cell = Cell::new(OP, "c", c.shape())?;
-        cell.gates_in(3, gates.shape())?;
-        cell.gates("act", 3, act.shape())?;
-        cell.state("h", h.shape())?;
+        let cell =
+            cell_shapes::leaf_fwd(OP, gates.shape(), None, act.shape(), c.shape(), h.shape())?;
         let gates = f32_in(OP, "gates", gates)?;
         let (act, c, h) = (
             f32_out(OP, "act", act)?,
@@ -169,11 +175,15 @@ impl CellOps for CpuBackend {
         dgates: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_bwd";
-        let cell = Cell::new(OP, "c", c.shape())?;
-        cell.gates_in(3, act.shape())?;
-        cell.state("dc", dc.shape())?;
-        cell.state("dh", dh.shape())?;
-        cell.gates("dgates", 3, dgates.shape())?;
+        let cell = cell_shapes::leaf_bwd(
+            OP,
+            false,
+            act.shape(),
+            c.shape(),
+            dc.shape(),
+            dh.shape(),
+            dgates.shape(),
+        )?;
         let (act, c) = (f32_in(OP, "act", act)?, f32_in(OP, "c", c)?);
         let (dc, dh) = (f32_in(OP, "dc", dc)?, f32_in(OP, "dh", dh)?);
         let dgates = f32_out(OP, "dgates", dgates)?;
@@ -195,12 +205,16 @@ impl CellOps for CpuBackend {
         h: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_node_fwd";
-        let cell = Cell::new(OP, "c_l", c_l.shape())?;
-        Check(OP).same(c_l.shape(), c_r.shape())?;
-        cell.gates_in(5, gates.shape())?;
-        cell.gates("act", 5, act.shape())?;
-        cell.state("c", c.shape())?;
-        cell.state("h", h.shape())?;
+        let cell = cell_shapes::node_fwd(
+            OP,
+            gates.shape(),
+            None,
+            c_l.shape(),
+            c_r.shape(),
+            act.shape(),
+            c.shape(),
+            h.shape(),
+        )?;
         let gates = f32_in(OP, "gates", gates)?;
         let (c_l, c_r) = (f32_in(OP, "c_l", c_l)?, f32_in(OP, "c_r", c_r)?);
         let (act, c, h) = (
@@ -229,15 +243,15 @@ impl CellOps for CpuBackend {
         dc_r: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_node_bwd";
-        let cell = Cell::new(OP, "c_l", c_l.shape())?;
-        Check(OP).same(c_l.shape(), c_r.shape())?;
-        cell.gates_in(5, act.shape())?;
-        cell.state("c", c.shape())?;
-        cell.state("dc", dc.shape())?;
-        cell.state("dh", dh.shape())?;
-        cell.gates("dgates", 5, dgates.shape())?;
-        cell.state("dc_l", dc_l.shape())?;
-        cell.state("dc_r", dc_r.shape())?;
+        let cell = cell_shapes::node_bwd(
+            OP,
+            false,
+            act.shape(),
+            [c_l.shape(), c_r.shape(), c.shape(), dc.shape(), dh.shape()],
+            dgates.shape(),
+            dc_l.shape(),
+            dc_r.shape(),
+        )?;
         let (act, c_l, c_r) = (
             f32_in(OP, "act", act)?,
             f32_in(OP, "c_l", c_l)?,
@@ -267,11 +281,14 @@ impl CellOps for CpuBackend {
         h: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_rd_fwd";
-        let cell = Cell::new(OP, "c", c.shape())?;
-        cell.gates("gates", 3, gates.shape())?;
-        cell.state("mask", mask.shape())?;
-        cell.gates("act", 4, act.shape())?;
-        cell.state("h", h.shape())?;
+        let cell = cell_shapes::leaf_fwd(
+            OP,
+            gates.shape(),
+            Some(mask.shape()),
+            act.shape(),
+            c.shape(),
+            h.shape(),
+        )?;
         let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
         let (act, c, h) = (
             f32_out(OP, "act", act)?,
@@ -295,11 +312,15 @@ impl CellOps for CpuBackend {
         dgates: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_rd_bwd";
-        let cell = Cell::new(OP, "c", c.shape())?;
-        cell.gates("act", 4, act.shape())?;
-        cell.state("dc", dc.shape())?;
-        cell.state("dh", dh.shape())?;
-        cell.gates("dgates", 3, dgates.shape())?;
+        let cell = cell_shapes::leaf_bwd(
+            OP,
+            true,
+            act.shape(),
+            c.shape(),
+            dc.shape(),
+            dh.shape(),
+            dgates.shape(),
+        )?;
         let (act, c) = (f32_in(OP, "act", act)?, f32_in(OP, "c", c)?);
         let (dc, dh) = (f32_in(OP, "dc", dc)?, f32_in(OP, "dh", dh)?);
         let dgates = f32_out(OP, "dgates", dgates)?;
@@ -322,13 +343,16 @@ impl CellOps for CpuBackend {
         h: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_node_rd_fwd";
-        let cell = Cell::new(OP, "c_l", c_l.shape())?;
-        Check(OP).same(c_l.shape(), c_r.shape())?;
-        cell.gates("gates", 5, gates.shape())?;
-        cell.state("mask", mask.shape())?;
-        cell.gates("act", 6, act.shape())?;
-        cell.state("c", c.shape())?;
-        cell.state("h", h.shape())?;
+        let cell = cell_shapes::node_fwd(
+            OP,
+            gates.shape(),
+            Some(mask.shape()),
+            c_l.shape(),
+            c_r.shape(),
+            act.shape(),
+            c.shape(),
+            h.shape(),
+        )?;
         let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
         let (c_l, c_r) = (f32_in(OP, "c_l", c_l)?, f32_in(OP, "c_r", c_r)?);
         let (act, c, h) = (
@@ -357,15 +381,15 @@ impl CellOps for CpuBackend {
         dc_r: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_node_rd_bwd";
-        let cell = Cell::new(OP, "c_l", c_l.shape())?;
-        Check(OP).same(c_l.shape(), c_r.shape())?;
-        cell.gates("act", 6, act.shape())?;
-        cell.state("c", c.shape())?;
-        cell.state("dc", dc.shape())?;
-        cell.state("dh", dh.shape())?;
-        cell.gates("dgates", 5, dgates.shape())?;
-        cell.state("dc_l", dc_l.shape())?;
-        cell.state("dc_r", dc_r.shape())?;
+        let cell = cell_shapes::node_bwd(
+            OP,
+            true,
+            act.shape(),
+            [c_l.shape(), c_r.shape(), c.shape(), dc.shape(), dh.shape()],
+            dgates.shape(),
+            dc_l.shape(),
+            dc_r.shape(),
+        )?;
         let (act, c_l, c_r) = (
             f32_in(OP, "act", act)?,
             f32_in(OP, "c_l", c_l)?,

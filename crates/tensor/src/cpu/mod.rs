@@ -13,7 +13,7 @@ use sheaf_kernels_cpu::{CpuKernels, KernelError};
 use crate::backend::Backend;
 use crate::dtype::Element;
 use crate::error::{Result, TensorError};
-use crate::{DType, Device, Tensor, TensorMut};
+use crate::{Device, Tensor, TensorMut};
 
 mod cells;
 mod elementwise;
@@ -65,7 +65,7 @@ impl CpuBackend {
 
 /// Input `arg` of `op` as a host slice of `T`.
 fn input<'t, T: Element>(op: &'static str, arg: &'static str, t: &'t Tensor) -> Result<&'t [T]> {
-    check_meta::<T>(op, arg, t.dtype(), t.device())?;
+    crate::check::meta::<T>(op, arg, t.dtype(), t.device(), Device::Cpu)?;
     t.as_slice::<T>()
 }
 
@@ -75,33 +75,8 @@ fn output<'a, T: Element>(
     arg: &'static str,
     t: TensorMut<'a>,
 ) -> Result<&'a mut [T]> {
-    check_meta::<T>(op, arg, t.dtype(), t.device())?;
+    crate::check::meta::<T>(op, arg, t.dtype(), t.device(), Device::Cpu)?;
     t.into_mut_slice::<T>()
-}
-
-fn check_meta<T: Element>(
-    op: &'static str,
-    arg: &'static str,
-    got: DType,
-    device: Device,
-) -> Result<()> {
-    if got != T::DTYPE {
-        return Err(TensorError::DTypeMismatch {
-            op,
-            arg,
-            expected: T::DTYPE,
-            got,
-        });
-    }
-    if device != Device::Cpu {
-        return Err(TensorError::DeviceMismatch {
-            op,
-            arg,
-            expected: Device::Cpu,
-            got: device,
-        });
-    }
-    Ok(())
 }
 
 fn f32_in<'t>(op: &'static str, arg: &'static str, t: &'t Tensor) -> Result<&'t [f32]> {

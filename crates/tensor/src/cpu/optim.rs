@@ -3,9 +3,9 @@
 
 use super::{check_indices, f32_in, f32_out, u32_in, CpuBackend};
 use crate::backend::OptimOps;
-use crate::check::{self, Check};
+use crate::check::{self, check_step, check_velocity, Check};
 use crate::error::{Result, TensorError};
-use crate::{Adagrad, Adam, Sgd, Shape, Tensor, TensorMut};
+use crate::{Adagrad, Adam, Sgd, Tensor, TensorMut};
 
 impl OptimOps for CpuBackend {
     fn sgd_step(
@@ -140,41 +140,10 @@ impl OptimOps for CpuBackend {
     }
 }
 
-/// SGD's velocity: required with momentum, and shaped like `param` if given.
-fn check_velocity(
-    op: &'static str,
-    cfg: &Sgd,
-    param: Shape,
-    velocity: Option<&TensorMut<'_>>,
-) -> Result<()> {
-    match velocity {
-        Some(v) => Check(op).expect("velocity", param, v.shape()),
-        None if cfg.momentum != 0.0 => Err(TensorError::MissingArgument {
-            op,
-            arg: "velocity",
-            when: "momentum is not 0",
-        }),
-        None => Ok(()),
-    }
-}
-
 /// The velocity slice; empty when there is none (the kernel ignores it then).
 fn velocity_slice<'a>(op: &'static str, velocity: Option<TensorMut<'a>>) -> Result<&'a mut [f32]> {
     match velocity {
         Some(v) => f32_out(op, "velocity", v),
         None => Ok(&mut []),
-    }
-}
-
-/// Adam's step counts from 1: step 0 would divide by a zero bias correction.
-fn check_step(op: &'static str, step: u64) -> Result<()> {
-    if step == 0 {
-        Err(TensorError::InvalidArgument {
-            op,
-            arg: "step",
-            reason: "must be at least 1 (Adam steps count from 1)",
-        })
-    } else {
-        Ok(())
     }
 }

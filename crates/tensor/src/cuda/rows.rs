@@ -1,0 +1,67 @@
+//! RowOps for the CUDA backend.
+
+use super::{cuda_err, CudaBackend};
+use crate::backend::RowOps;
+use crate::check;
+use crate::error::Result;
+use crate::{Tensor, TensorMut};
+
+impl RowOps for CudaBackend {
+    fn gather_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "gather_rows";
+        let cols = check::gather_rows(src.shape(), idx.shape(), dst.shape())?;
+        let (src, idx) = (self.f32_in(OP, "src", src)?, self.u32_in(OP, "idx", idx)?);
+        let mut dst = self.f32_out(OP, "dst", dst)?;
+        if cols == 0 {
+            // Nothing to move; index values are not checked without rows.
+            return Ok(());
+        }
+        self.kernels
+            .gather_rows(&src, cols, &idx, &mut dst)
+            .map_err(cuda_err(OP))
+    }
+
+    fn scatter_add_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "scatter_add_rows";
+        let cols = check::scatter_add_rows(src.shape(), idx.shape(), dst.shape())?;
+        let (src, idx) = (self.f32_in(OP, "src", src)?, self.u32_in(OP, "idx", idx)?);
+        let mut dst = self.f32_out(OP, "dst", dst)?;
+        if cols == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .scatter_add_rows(&src, cols, &idx, &mut dst)
+            .map_err(cuda_err(OP))
+    }
+
+    fn copy_rows(
+        &self,
+        src: &Tensor,
+        src_row: usize,
+        dst: TensorMut<'_>,
+        dst_row: usize,
+        n: usize,
+    ) -> Result<()> {
+        const OP: &str = "copy_rows";
+        let cols = check::copy_rows(src.shape(), src_row, dst.shape(), dst_row, n)?;
+        let (src, dst) = (self.f32_in(OP, "src", src)?, self.f32_out(OP, "dst", dst)?);
+        if cols == 0 || n == 0 {
+            return Ok(());
+        }
+        let from = src.slice(src_row * cols..(src_row + n) * cols);
+        let mut to = sheaf_kernels_cuda::narrow_view_mut(dst, dst_row * cols, (dst_row + n) * cols);
+        self.kernels.copy(&from, &mut to).map_err(cuda_err(OP))
+    }
+
+    fn broadcast_row(&self, row: &Tensor, dst: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "broadcast_row";
+        check::broadcast_row(row.shape(), dst.shape())?;
+        let (row, mut dst) = (self.f32_in(OP, "row", row)?, self.f32_out(OP, "dst", dst)?);
+        if row.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .broadcast_row(&row, &mut dst)
+            .map_err(cuda_err(OP))
+    }
+}
