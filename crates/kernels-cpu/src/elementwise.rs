@@ -220,6 +220,33 @@ impl CpuKernels {
         log_bwd(x);
     }
 
+    /// Row scaling: `y[r, :] (+)= s[r] * x[r, :]` for the `s.len()` rows
+    /// of `x` (`cols` wide); `accumulate` adds instead of overwriting.
+    pub fn scale_rows(
+        &self,
+        x: &[f32],
+        cols: usize,
+        s: &[f32],
+        y: &mut [f32],
+        accumulate: bool,
+    ) -> Result<()> {
+        const K: &str = "scale_rows";
+        KernelError::check_len(K, "x", x.len(), s.len().saturating_mul(cols))?;
+        KernelError::check_len(K, "y", y.len(), x.len())?;
+        if cols == 0 {
+            return Ok(());
+        }
+        let rows = x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)).zip(s);
+        for ((x, y), &s) in rows {
+            if accumulate {
+                y.iter_mut().zip(x).for_each(|(y, x)| *y += s * x);
+            } else {
+                y.iter_mut().zip(x).for_each(|(y, x)| *y = s * x);
+            }
+        }
+        Ok(())
+    }
+
     /// Backward of `y = a / b`: `da += dy / b`, `db -= (dy / b) * (a / b)`.
     pub fn div_bwd(
         &self,

@@ -220,6 +220,57 @@ impl CpuKernels {
         Ok(())
     }
 
+    /// Column blocks: `dst[r, dst_col..dst_col + width] (+)= src[r,
+    /// src_col..src_col + width]` for every row `r` (`rows` of them), `src`
+    /// being `rows x src_cols` and `dst` `rows x dst_cols`: concatenating
+    /// values side by side, slicing one back out, and their gradients.
+    /// `accumulate` adds instead of copying.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_cols(
+        &self,
+        src: &[f32],
+        src_cols: usize,
+        src_col: usize,
+        dst: &mut [f32],
+        dst_cols: usize,
+        dst_col: usize,
+        width: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        const K: &str = "copy_cols";
+        let invalid = |what: String| Err(KernelError::Invalid { kernel: K, what });
+        if src_col.checked_add(width).is_none_or(|e| e > src_cols) {
+            return invalid(format!(
+                "columns {src_col}..+{width} of a {src_cols}-wide `src`"
+            ));
+        }
+        if dst_col.checked_add(width).is_none_or(|e| e > dst_cols) {
+            return invalid(format!(
+                "columns {dst_col}..+{width} of a {dst_cols}-wide `dst`"
+            ));
+        }
+        if width == 0 {
+            return Ok(());
+        }
+        let rows = table_rows(K, "src", src.len(), src_cols)?;
+        KernelError::check_len(K, "dst", dst.len(), mul_len(K, rows, dst_cols)?)?;
+        let pairs = src
+            .chunks_exact(src_cols)
+            .zip(dst.chunks_exact_mut(dst_cols));
+        for (s, d) in pairs {
+            let (s, d) = (
+                &s[src_col..src_col + width],
+                &mut d[dst_col..dst_col + width],
+            );
+            if accumulate {
+                d.iter_mut().zip(s).for_each(|(d, s)| *d += s);
+            } else {
+                copy(d, s);
+            }
+        }
+        Ok(())
+    }
+
     /// Every row of `dst` (`dst.len() / row.len()` rows) becomes `row`: the
     /// bias broadcast before an affine `sgemm` with `beta = 1`.
     ///

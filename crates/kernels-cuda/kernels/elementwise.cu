@@ -69,3 +69,12 @@ extern "C" __global__ void div_bwd_f(const float* a, const float* b, const float
 extern "C" __global__ void fill_f(float value, float* y, u64 n) {
     GRID_STRIDE(i, n) { y[i] = value; }
 }
+
+// y[r, :] (+)= s[r] * x[r, :]
+extern "C" __global__ void scale_rows(const float* x, const float* s, float* y, u64 n, u32 cols,
+                                      u32 accumulate) {
+    GRID_STRIDE(i, n) {
+        float v = s[i / cols] * x[i];
+        y[i] = accumulate ? y[i] + v : v;
+    }
+}

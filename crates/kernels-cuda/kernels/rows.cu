@@ -58,3 +58,15 @@ extern "C" __global__ void scatter_add_rows_ordered(const float* src, const u32*
 extern "C" __global__ void broadcast_row(const float* row, float* dst, u64 n, u32 cols) {
     GRID_STRIDE(e, n) { dst[e] = row[e % cols]; }
 }
+
+// dst[r, dst_col + j] (+)= src[r, src_col + j] for j < width, every row.
+extern "C" __global__ void copy_cols(const float* src, u32 src_cols, u32 src_col, float* dst,
+                                     u32 dst_cols, u32 dst_col, u32 width, u64 rows,
+                                     u32 accumulate) {
+    GRID_STRIDE(e, rows * width) {
+        u64 r = e / width, j = e - r * width;
+        float v = src[r * src_cols + src_col + j];
+        float* d = &dst[r * dst_cols + dst_col + j];
+        *d = accumulate ? *d + v : v;
+    }
+}

@@ -160,6 +160,27 @@ impl CudaKernels {
         )
     }
 
+    /// `y[r, :] (+)= s[r] * x[r, :]` over the `s.len()` rows of `x`.
+    pub fn scale_rows(&self, x: In, cols: usize, s: In, y: Out, accumulate: bool) -> Result<()> {
+        const K: &str = "scale_rows";
+        CudaError::check_len(K, "x", x.len(), s.len().saturating_mul(cols))?;
+        CudaError::check_len(K, "y", y.len(), x.len())?;
+        if x.is_empty() {
+            return Ok(());
+        }
+        let c = u32::try_from(cols).map_err(|_| CudaError::Invalid {
+            kernel: K,
+            what: format!("{cols} columns do not fit u32"),
+        })?;
+        let (n, acc) = (x.len() as u64, u32::from(accumulate));
+        launch!(
+            self,
+            "scale_rows",
+            self.elementwise_config(x.len()),
+            [x, s, y, &n, &c, &acc]
+        )
+    }
+
     /// Backward of `y = a / b`: `da += dy / b`, `db -= dy / b * (a / b)`.
     pub fn div_bwd(&self, a: In, b: In, dy: In, da: Out, db: Out) -> Result<()> {
         let len = a.len();

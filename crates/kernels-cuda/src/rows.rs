@@ -90,6 +90,51 @@ impl CudaKernels {
         }
     }
 
+    /// `dst[r, dst_col..+width] (+)= src[r, src_col..+width]` for every
+    /// row of the `? x src_cols` matrix `src` and `? x dst_cols` `dst`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_cols(
+        &self,
+        src: &CudaView<'_, f32>,
+        src_cols: usize,
+        src_col: usize,
+        dst: &mut CudaViewMut<'_, f32>,
+        dst_cols: usize,
+        dst_col: usize,
+        width: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        const K: &str = "copy_cols";
+        let invalid = |what: String| Err(CudaError::Invalid { kernel: K, what });
+        if src_col.checked_add(width).is_none_or(|e| e > src_cols) {
+            return invalid(format!(
+                "columns {src_col}..+{width} of a {src_cols}-wide `src`"
+            ));
+        }
+        if dst_col.checked_add(width).is_none_or(|e| e > dst_cols) {
+            return invalid(format!(
+                "columns {dst_col}..+{width} of a {dst_cols}-wide `dst`"
+            ));
+        }
+        if width == 0 {
+            return Ok(());
+        }
+        let rows = table_rows(K, "src", src.len(), src_cols)?;
+        CudaError::check_len(K, "dst", dst.len(), rows as usize * dst_cols)?;
+        let [sc, so, dc, dof, w] = [src_cols, src_col, dst_cols, dst_col, width].map(|v| v as u32);
+        for v in [src_cols, dst_cols] {
+            cols_u32(K, v)?;
+        }
+        let (rows, acc) = (u64::from(rows), u32::from(accumulate));
+        let cfg = self.elementwise_config(rows as usize * width);
+        launch!(
+            self,
+            "copy_cols",
+            cfg,
+            [src, &sc, &so, dst, &dc, &dof, &w, &rows, &acc]
+        )
+    }
+
     /// Every row of `dst` (`dst.len() / row.len()` rows) becomes `row`.
     pub fn broadcast_row(
         &self,

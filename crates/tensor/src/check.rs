@@ -339,3 +339,44 @@ pub(crate) fn check_step(op: &'static str, step: u64) -> Result<()> {
         Ok(())
     }
 }
+
+/// `copy_cols`: both matrices with one row count and the column ranges
+/// inside them; returns (src_cols, dst_cols).
+pub(crate) fn copy_cols(
+    src: Shape,
+    src_col: usize,
+    dst: Shape,
+    dst_col: usize,
+    width: usize,
+) -> Result<(usize, usize)> {
+    const OP: &str = "copy_cols";
+    let ck = Check(OP);
+    let (src_rows, src_cols) = ck.matrix("src", src)?;
+    let (dst_rows, dst_cols) = ck.matrix("dst", dst)?;
+    if src_rows != dst_rows {
+        return Err(ck.mismatch(src, dst));
+    }
+    for (arg, start, cols) in [("src", src_col, src_cols), ("dst", dst_col, dst_cols)] {
+        let end = start.saturating_add(width);
+        if end > cols {
+            return Err(TensorError::ColumnRange {
+                op: OP,
+                arg,
+                start,
+                end,
+                cols,
+            });
+        }
+    }
+    Ok((src_cols, dst_cols))
+}
+
+/// `scale_rows`: `s` holds one factor per row of the matrix `x`, `y` is
+/// shaped like `x`; returns the row width.
+pub(crate) fn scale_rows(x: Shape, s: Shape, y: Shape) -> Result<usize> {
+    let ck = Check("scale_rows");
+    let (_, cols) = ck.matrix("x", x)?;
+    ck.expect("s", x.without_last(), s)?;
+    ck.expect("y", x, y)?;
+    Ok(cols)
+}

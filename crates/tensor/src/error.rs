@@ -75,6 +75,16 @@ pub enum TensorError {
         rows: usize,
     },
 
+    /// A column range past the last column of a matrix argument.
+    #[error("{op}: columns {start}..{end} of `{arg}` are out of range ({cols} columns)")]
+    ColumnRange {
+        op: &'static str,
+        arg: &'static str,
+        start: usize,
+        end: usize,
+        cols: usize,
+    },
+
     /// A reshape to a shape with a different element count.
     #[error("reshape: cannot view {from} ({from_numel} elements) as {to} ({to_numel} elements)")]
     ReshapeSize {

@@ -224,6 +224,63 @@ fn rows_gather_scatter_copy_broadcast() {
     }
 }
 
+#[test]
+fn column_blocks_and_row_scaling() {
+    for b in backends() {
+        // src [3, 4]: columns 1..3 into columns 2..4 of dst [3, 5].
+        let src = rand([3, 4], 31);
+        let sv = get(&src);
+        let mut dst = t(&[1.0; 15], [3, 5]);
+        b.copy_cols(&src, 1, dst.view_mut().unwrap(), 2, 2, false)
+            .unwrap();
+        let dv = get(&dst);
+        for r in 0..3 {
+            assert_eq!(&dv[r * 5..r * 5 + 2], &[1.0, 1.0]);
+            assert_eq!(&dv[r * 5 + 2..r * 5 + 4], &sv[r * 4 + 1..r * 4 + 3]);
+            assert_eq!(dv[r * 5 + 4], 1.0);
+        }
+        b.copy_cols(&src, 1, dst.view_mut().unwrap(), 2, 2, true)
+            .unwrap();
+        let dv2 = get(&dst);
+        for r in 0..3 {
+            for j in 0..2 {
+                let expected = 2.0 * sv[r * 4 + 1 + j];
+                assert!((dv2[r * 5 + 2 + j] - expected).abs() <= 1e-6 * expected.abs().max(1.0));
+            }
+        }
+        // Out of range columns and mismatched rows are errors, not panics.
+        let err = b.copy_cols(&src, 3, dst.view_mut().unwrap(), 0, 2, false);
+        assert!(err
+            .unwrap_err()
+            .to_string()
+            .contains("columns 3..5 of `src`"));
+        let mut short = t(&[0.0; 10], [2, 5]);
+        assert!(b
+            .copy_cols(&src, 0, short.view_mut().unwrap(), 0, 1, false)
+            .is_err());
+
+        // y = s[r] x[r, :], then y += s[r] x[r, :].
+        let x = rand([2, 3, 4], 32);
+        let s = rand([2, 3], 33);
+        let (xv, svals) = (get(&x), get(&s));
+        let mut y = t(&[0.5; 24], [2, 3, 4]);
+        b.scale_rows(&x, &s, y.view_mut().unwrap(), false).unwrap();
+        let yv = get(&y);
+        for i in 0..24 {
+            assert_eq!(yv[i], svals[i / 4] * xv[i]);
+        }
+        b.scale_rows(&x, &s, y.view_mut().unwrap(), true).unwrap();
+        let yv2 = get(&y);
+        for i in 0..24 {
+            assert_eq!(yv2[i], yv[i] + svals[i / 4] * xv[i]);
+        }
+        let bad = rand([3], 34);
+        assert!(b
+            .scale_rows(&x, &bad, y.view_mut().unwrap(), false)
+            .is_err());
+    }
+}
+
 fn softmax_ref(x: &[f64]) -> Vec<f64> {
     let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let s: f64 = x.iter().map(|v| (v - m).exp()).sum();

@@ -160,4 +160,9 @@ pub trait ElementwiseOps {
         da: TensorMut<'_>,
         db: TensorMut<'_>,
     ) -> Result<()>;
+
+    /// Row scaling: `y[r, :] = s[r] * x[r, :]` (ADDS instead with
+    /// `accumulate`), `s` holding one factor per row of the matrix `x`
+    /// (shape `x.shape().without_last()`), `y` shaped like `x`.
+    fn scale_rows(&self, x: &Tensor, s: &Tensor, y: TensorMut<'_>, accumulate: bool) -> Result<()>;
 }

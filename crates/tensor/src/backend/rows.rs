@@ -35,4 +35,18 @@ pub trait RowOps {
     /// Every row of `dst` = `row` ("broadcast_row"); `row` has the row shape
     /// of `dst` (a bias `[d]` for `dst` `[b, d]`).
     fn broadcast_row(&self, row: &Tensor, dst: TensorMut<'_>) -> Result<()>;
+
+    /// Column blocks of two matrices with the same row count:
+    /// `dst[r, dst_col + j] = src[r, src_col + j]` for `j < width` and every
+    /// row `r` (ADDS instead with `accumulate`). How values are placed side
+    /// by side (concatenation) and cut apart again, and their gradients.
+    fn copy_cols(
+        &self,
+        src: &Tensor,
+        src_col: usize,
+        dst: TensorMut<'_>,
+        dst_col: usize,
+        width: usize,
+        accumulate: bool,
+    ) -> Result<()>;
 }

@@ -143,4 +143,14 @@ impl ElementwiseOps for CpuBackend {
             .div_bwd(a, b, dy, da, db)
             .map_err(TensorError::kernel(OP))
     }
+
+    fn scale_rows(&self, x: &Tensor, s: &Tensor, y: TensorMut<'_>, accumulate: bool) -> Result<()> {
+        const OP: &str = "scale_rows";
+        let cols = crate::check::scale_rows(x.shape(), s.shape(), y.shape())?;
+        let (x, s) = (f32_in(OP, "x", x)?, f32_in(OP, "s", s)?);
+        let y = f32_out(OP, "y", y)?;
+        self.kernels
+            .scale_rows(x, cols, s, y, accumulate)
+            .map_err(TensorError::kernel(OP))
+    }
 }

@@ -65,4 +65,24 @@ impl RowOps for CpuBackend {
             .broadcast_row(row, dst)
             .map_err(TensorError::kernel(OP))
     }
+
+    fn copy_cols(
+        &self,
+        src: &Tensor,
+        src_col: usize,
+        dst: TensorMut<'_>,
+        dst_col: usize,
+        width: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        const OP: &str = "copy_cols";
+        let (sc, dc) = check::copy_cols(src.shape(), src_col, dst.shape(), dst_col, width)?;
+        let (src, dst) = (f32_in(OP, "src", src)?, f32_out(OP, "dst", dst)?);
+        if width == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .copy_cols(src, sc, src_col, dst, dc, dst_col, width, accumulate)
+            .map_err(TensorError::kernel(OP))
+    }
 }

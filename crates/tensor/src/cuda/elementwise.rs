@@ -126,4 +126,14 @@ impl ElementwiseOps for CudaBackend {
             .div_bwd(&a, &b, &dy, &mut da, &mut db)
             .map_err(cuda_err(OP))
     }
+
+    fn scale_rows(&self, x: &Tensor, s: &Tensor, y: TensorMut<'_>, accumulate: bool) -> Result<()> {
+        const OP: &str = "scale_rows";
+        let cols = crate::check::scale_rows(x.shape(), s.shape(), y.shape())?;
+        let (x, s) = (self.f32_in(OP, "x", x)?, self.f32_in(OP, "s", s)?);
+        let mut y = self.f32_out(OP, "y", y)?;
+        self.kernels
+            .scale_rows(&x, cols, &s, &mut y, accumulate)
+            .map_err(cuda_err(OP))
+    }
 }

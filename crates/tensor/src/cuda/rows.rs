@@ -64,4 +64,24 @@ impl RowOps for CudaBackend {
             .broadcast_row(&row, &mut dst)
             .map_err(cuda_err(OP))
     }
+
+    fn copy_cols(
+        &self,
+        src: &Tensor,
+        src_col: usize,
+        dst: TensorMut<'_>,
+        dst_col: usize,
+        width: usize,
+        accumulate: bool,
+    ) -> Result<()> {
+        const OP: &str = "copy_cols";
+        let (sc, dc) = check::copy_cols(src.shape(), src_col, dst.shape(), dst_col, width)?;
+        let (src, mut dst) = (self.f32_in(OP, "src", src)?, self.f32_out(OP, "dst", dst)?);
+        if width == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .copy_cols(&src, sc, src_col, &mut dst, dc, dst_col, width, accumulate)
+            .map_err(cuda_err(OP))
+    }
 }
