@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, TensorError};
+use sheaf_tensor::{Binary, DType, Shape, Tensor, TensorError, Transpose};
 
 use crate::error::{GraphError, Result};
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -41,39 +41,27 @@ impl Op for Broadcast {
         }
     }
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let x = cx
-            .args
-            .first()
-            .ok_or(bad_args("broadcast"))?
-            .as_slice::<f32>()?;
-        let out = cx.out.into_mut_slice::<f32>()?;
-        let n = cx.attr as usize;
-        if out.len() != x.len() * n {
+        let [x] = cx.args else {
             return Err(bad_args("broadcast"));
-        }
-        for (row, &v) in out.chunks_exact_mut(n).zip(x) {
-            row.fill(v);
-        }
-        Ok(())
+        };
+        // out[r, :] = x[r]: the outer product of x and a row of ones.
+        let be = cx.backend;
+        let ones = Tensor::full_f32(1.0, [1, cx.attr as usize], be.device())?;
+        let x = x.reshape([x.num_rows(), 1])?;
+        be.matmul(&x, Transpose::No, &ones, Transpose::No, 1.0, 0.0, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let n = cx.attr as usize;
-        let dy = cx.dout.as_slice::<f32>()?;
         let Some(Some(dx)) = cx.dargs.first_mut() else {
             return Ok(());
         };
-        let dx = dx.as_mut_slice::<f32>()?;
-        if dy.len() != dx.len() * n {
-            return Err(bad_args("broadcast"));
-        }
-        for (d, row) in dx.iter_mut().zip(dy.chunks_exact(n)) {
-            *d += row.iter().sum::<f32>();
-        }
-        Ok(())
+        // dx[r] += sum(dy[r, :]): dy times a column of ones.
+        let be = cx.backend;
+        let ones = Tensor::full_f32(1.0, [1, cx.attr as usize], be.device())?;
+        let dx = dx.reborrow().reshape([cx.dout.num_rows(), 1])?;
+        be.matmul(cx.dout, Transpose::No, &ones, Transpose::Yes, 1.0, 1.0, dx)
     }
 }
 
-/// `x * s` for a value `x` and a scalar `s` `[1]`, both per instance.
 pub(crate) struct ScaleBy;
 
 impl Op for ScaleBy {
@@ -90,50 +78,40 @@ impl Op for ScaleBy {
         let [x, s] = cx.args else {
             return Err(bad_args("scale_by"));
         };
-        let (x, s, n) = (x.as_slice::<f32>()?, s.as_slice::<f32>()?, x.row_len());
-        let out = cx.out.into_mut_slice::<f32>()?;
-        if n == 0 || x.len() != out.len() || x.len() != s.len() * n {
-            return Err(bad_args("scale_by"));
-        }
-        for ((o, x), &s) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)).zip(s) {
-            o.iter_mut().zip(x).for_each(|(o, x)| *o = x * s);
-        }
-        Ok(())
+        let (x, s) = (flat(x)?, s.reshape([s.num_rows()])?);
+        let out = cx.out.reshape(x.shape())?;
+        cx.backend.scale_rows(&x, &s, out, false)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let [x, s] = cx.args else {
             return Err(bad_args("scale_by"));
         };
-        let (xv, sv, n) = (x.as_slice::<f32>()?, s.as_slice::<f32>()?, x.row_len());
-        let dy = cx.dout.as_slice::<f32>()?;
-        if n == 0 || xv.len() != dy.len() || xv.len() != sv.len() * n {
-            return Err(bad_args("scale_by"));
-        }
+        let be = cx.backend;
+        let (x, s, dy) = (flat(x)?, s.reshape([s.num_rows()])?, flat(cx.dout)?);
         let (dx, ds) = match cx.dargs.as_mut_slice() {
             [dx, ds] => (dx, ds),
             _ => return Err(bad_args("scale_by")),
         };
         if let Some(dx) = dx {
-            let dx = dx.as_mut_slice::<f32>()?;
-            for ((d, g), &s) in dx.chunks_exact_mut(n).zip(dy.chunks_exact(n)).zip(sv) {
-                d.iter_mut().zip(g).for_each(|(d, g)| *d += s * g);
-            }
+            be.scale_rows(&dy, &s, dx.reborrow().reshape(x.shape())?, true)?;
         }
         if let Some(ds) = ds {
-            let ds = ds.as_mut_slice::<f32>()?;
-            for ((d, g), x) in ds
-                .iter_mut()
-                .zip(dy.chunks_exact(n))
-                .zip(xv.chunks_exact(n))
-            {
-                *d += g.iter().zip(x).map(|(g, x)| g * x).sum::<f32>();
-            }
+            // ds[r] += <dy[r, :], x[r, :]>.
+            let mut prod = Tensor::zeros(x.shape(), DType::F32, be.device())?;
+            be.binary(Binary::Mul, &dy, &x, prod.view_mut()?)?;
+            let mut sums = Tensor::zeros([x.num_rows()], DType::F32, be.device())?;
+            be.row_sums(&prod, sums.view_mut()?)?;
+            be.axpy(1.0, &sums, ds.reborrow().reshape([x.num_rows()])?)?;
         }
         Ok(())
     }
 }
 
-/// Scalar-vector ops. Each checks shapes when called and computes nothing.
+/// A stacked value as a `[b, n]` matrix, one instance per row.
+fn flat(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
+    t.reshape([t.num_rows(), t.row_len()])
+}
+
 impl Graph {
     /// The scalar `x` (`[1]`) repeated `n` times: `[n]`. Nodes with
     /// different `n` never share a batch.

@@ -87,7 +87,7 @@ enum Half {
 }
 
 /// Rows of half `which` in a batch of `b` states seen as `[2b, H]`.
-fn half_rows(b: usize, which: Half) -> KResult<Tensor> {
+fn half_rows(be: &dyn Backend, b: usize, which: Half) -> KResult<Tensor> {
     let idx = (0..b)
         .map(|r| {
             u32::try_from(2 * r + which as usize).map_err(|_| TensorError::InvalidArgument {
@@ -97,7 +97,7 @@ fn half_rows(b: usize, which: Half) -> KResult<Tensor> {
             })
         })
         .collect::<KResult<Vec<u32>>>()?;
-    Tensor::from_vec(idx, [b])
+    Tensor::from_vec(idx, [b])?.to_device(be.device())
 }
 
 /// Half `which` of a batch of states `[b, 2H]`, as `[b, H]`: a view when
@@ -110,7 +110,7 @@ fn half(be: &dyn Backend, states: &Tensor, h: usize, which: Half) -> KResult<Ten
         return pairs.rows(w..w + 1);
     }
     let mut out = Tensor::zeros([b, h], DType::F32, be.device())?;
-    be.gather_rows(&pairs, &half_rows(b, which)?, out.view_mut()?)?;
+    be.gather_rows(&pairs, &half_rows(be, b, which)?, out.view_mut()?)?;
     Ok(out)
 }
 
@@ -128,7 +128,7 @@ fn add_to_half(
     if b == 1 {
         return be.axpy(1.0, g, pairs.into_rows_mut(w..w + 1)?);
     }
-    be.scatter_add_rows(g, &half_rows(b, which)?, pairs)
+    be.scatter_add_rows(g, &half_rows(be, b, which)?, pairs)
 }
 
 /// Runs a cell kernel `f(c, h)` whose outputs are the two halves of the
@@ -150,8 +150,8 @@ fn write_states(
     let mut hh = Tensor::zeros([b, h], DType::F32, be.device())?;
     f(c.view_mut()?, hh.view_mut()?)?;
     be.fill(0.0, pairs.reborrow())?;
-    be.scatter_add_rows(&c, &half_rows(b, Half::C)?, pairs.reborrow())?;
-    be.scatter_add_rows(&hh, &half_rows(b, Half::H)?, pairs)
+    be.scatter_add_rows(&c, &half_rows(be, b, Half::C)?, pairs.reborrow())?;
+    be.scatter_add_rows(&hh, &half_rows(be, b, Half::H)?, pairs)
 }
 
 /// Where a backward kernel accumulates the gradient of a state argument's
@@ -383,7 +383,8 @@ impl Op for TreeLstmLeaf {
             cx.seeds,
             cx.out.num_rows(),
             h,
-        )?;
+        )?
+        .to_device(be.device())?;
         write_states(be, cx.out, h, |c, hh| {
             be.tree_lstm_leaf_rd_fwd(gates, &mask, act, c, hh)
         })
@@ -496,7 +497,8 @@ impl Op for TreeLstmNode {
             cx.seeds,
             cx.out.num_rows(),
             h,
-        )?;
+        )?
+        .to_device(be.device())?;
         write_states(be, cx.out, h, |c, hh| {
             be.tree_lstm_node_rd_fwd(gates, &mask, &c_l, &c_r, act, c, hh)
         })
@@ -578,7 +580,7 @@ impl Op for StateHalf {
         if b == 1 {
             return be.copy_rows(&pairs, self.0 as usize, cx.out, 0, 1);
         }
-        be.gather_rows(&pairs, &half_rows(b, self.0)?, cx.out)
+        be.gather_rows(&pairs, &half_rows(be, b, self.0)?, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, dout) = (cx.backend, cx.dout);

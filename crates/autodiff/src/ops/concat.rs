@@ -1,6 +1,7 @@
 //! Concatenation of vectors and slices of a vector. Every argument is
-//! stacked; a batch copies each instance's row range by the same loop, so
-//! it equals its instances exactly.
+//! stacked; a batch moves each argument's column block with one
+//! `copy_cols` (the same copy per row as for one instance), so it equals
+//! its instances exactly, on any backend.
 
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
@@ -23,10 +24,6 @@ fn bad_args(op: &'static str) -> TensorError {
 }
 
 /// Elements `r * n .. (r + 1) * n` of a stacked buffer: row `r`.
-fn row(r: usize, n: usize) -> Range<usize> {
-    r * n..(r + 1) * n
-}
-
 /// `[a_1; a_2; ...]` for vectors `a_i` `[n_i]`: `[sum n_i]`.
 pub(crate) struct Concat;
 
@@ -52,20 +49,16 @@ impl Op for Concat {
         }
         Ok(Shape::from([total]))
     }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let b = cx.out.num_rows();
+    fn forward(&self, mut cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         let total = cx.out.row_len();
-        let out = cx.out.into_mut_slice::<f32>()?;
         let mut off = 0;
         for a in cx.args {
             let n = a.row_len();
-            let src = a.as_slice::<f32>()?;
-            if src.len() != b * n || off + n > total {
+            if off + n > total {
                 return Err(bad_args("concat"));
             }
-            for r in 0..b {
-                out[r * total + off..r * total + off + n].copy_from_slice(&src[row(r, n)]);
-            }
+            cx.backend
+                .copy_cols(a, 0, cx.out.reborrow(), off, n, false)?;
             off += n;
         }
         if off != total {
@@ -74,8 +67,7 @@ impl Op for Concat {
         Ok(())
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let (b, total) = (cx.dout.num_rows(), cx.dout.row_len());
-        let dy = cx.dout.as_slice::<f32>()?;
+        let total = cx.dout.row_len();
         let mut off = 0;
         for (a, da) in cx.args.iter().zip(cx.dargs.iter_mut()) {
             let n = a.row_len();
@@ -83,14 +75,8 @@ impl Op for Concat {
                 return Err(bad_args("concat"));
             }
             if let Some(da) = da {
-                let da = da.as_mut_slice::<f32>()?;
-                if da.len() != b * n {
-                    return Err(bad_args("concat"));
-                }
-                for r in 0..b {
-                    let src = &dy[r * total + off..r * total + off + n];
-                    da[row(r, n)].iter_mut().zip(src).for_each(|(d, g)| *d += g);
-                }
+                cx.backend
+                    .copy_cols(cx.dout, off, da.reborrow(), 0, n, true)?;
             }
             off += n;
         }
@@ -98,8 +84,6 @@ impl Op for Concat {
     }
 }
 
-/// Elements `start..end` of a vector; the range is the attribute
-/// `start | end << 32` (part of the signature).
 pub(crate) struct Slice;
 
 fn slice_range(attr: Attr) -> Range<usize> {
@@ -137,40 +121,25 @@ impl Op for Slice {
             return Err(bad_args("slice"));
         };
         let Range { start, end } = slice_range(cx.attr);
-        let (b, n, len) = (cx.out.num_rows(), x.row_len(), cx.out.row_len());
-        let src = x.as_slice::<f32>()?;
-        let out = cx.out.into_mut_slice::<f32>()?;
-        if end.checked_sub(start) != Some(len) || end > n || src.len() != b * n {
+        if end.checked_sub(start) != Some(cx.out.row_len()) {
             return Err(bad_args("slice"));
         }
-        for r in 0..b {
-            out[row(r, len)].copy_from_slice(&src[r * n + start..r * n + end]);
-        }
-        Ok(())
+        cx.backend
+            .copy_cols(x, start, cx.out, 0, end - start, false)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let Some(Some(dx)) = cx.dargs.first_mut() else {
             return Ok(());
         };
         let Range { start, end } = slice_range(cx.attr);
-        let (b, n, len) = (cx.dout.num_rows(), dx.row_len(), cx.dout.row_len());
-        let dy = cx.dout.as_slice::<f32>()?;
-        let dx = dx.as_mut_slice::<f32>()?;
-        if end.checked_sub(start) != Some(len) || end > n || dx.len() != b * n {
+        if end.checked_sub(start) != Some(cx.dout.row_len()) {
             return Err(bad_args("slice"));
         }
-        for r in 0..b {
-            dx[r * n + start..r * n + end]
-                .iter_mut()
-                .zip(&dy[row(r, len)])
-                .for_each(|(d, g)| *d += g);
-        }
-        Ok(())
+        cx.backend
+            .copy_cols(cx.dout, 0, dx.reborrow(), start, end - start, true)
     }
 }
 
-/// Concatenation and slicing of vectors. Each checks shapes (and ranges)
-/// when called and computes nothing.
 impl Graph {
     /// The vectors `xs` (`[n_i]`, at least one) one after another:
     /// `[sum n_i]`. Nodes concatenating different lengths never share a

@@ -86,7 +86,7 @@ impl Op for Dropout {
         for &seed in &cx.seeds[..b] {
             mask.extend((0..n as u64).map(|i| if uniform(seed, i) >= p { keep } else { 0.0 }));
         }
-        let mask = Tensor::from_vec(mask, x.shape())?;
+        let mask = Tensor::from_vec(mask, x.shape())?.to_device(cx.backend.device())?;
         cx.backend.binary(Binary::Mul, x, &mask, cx.out)?;
         cx.backend.copy_rows(&mask, 0, aux.reborrow(), 0, b)
     }

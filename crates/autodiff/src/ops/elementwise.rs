@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Binary, DType, Device, Shape, Tensor, TensorError, Unary};
+use sheaf_tensor::{Binary, DType, Shape, Tensor, TensorError, Unary};
 
 use crate::error::Result;
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -114,14 +114,14 @@ impl Op for BinaryOp {
                 let da = match da {
                     Some(d) => d.reborrow(),
                     None => {
-                        scratch_a = Tensor::zeros(a.shape(), DType::F32, Device::Cpu)?;
+                        scratch_a = Tensor::zeros(a.shape(), DType::F32, be.device())?;
                         scratch_a.view_mut()?
                     }
                 };
                 let db = match db {
                     Some(d) => d.reborrow(),
                     None => {
-                        scratch_b = Tensor::zeros(b.shape(), DType::F32, Device::Cpu)?;
+                        scratch_b = Tensor::zeros(b.shape(), DType::F32, be.device())?;
                         scratch_b.view_mut()?
                     }
                 };

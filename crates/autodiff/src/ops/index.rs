@@ -12,8 +12,8 @@ use crate::op::{ArgRole, Attr, Backward, Forward, Op, ShapeError};
 use crate::{Expr, Graph};
 
 /// The batch's per-instance ids as a `u32` index tensor `[b]`.
-fn ids(data: &[u32]) -> sheaf_tensor::Result<Tensor> {
-    Tensor::from_slice(data, [data.len()])
+fn ids(be: &dyn sheaf_tensor::Backend, data: &[u32]) -> sheaf_tensor::Result<Tensor> {
+    Tensor::from_slice(data, [data.len()])?.to_device(be.device())
 }
 
 /// `table[word]`: the table `[V, E]` is shared (a parameter), the word id
@@ -37,14 +37,15 @@ impl Op for Lookup {
     }
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         // gather_rows checks every id against the table's rows.
-        cx.backend.gather_rows(&cx.args[0], &ids(cx.data)?, cx.out)
+        cx.backend
+            .gather_rows(&cx.args[0], &ids(cx.backend, cx.data)?, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let Some(dt) = cx.dargs[0].as_mut() else {
             return Ok(());
         };
         cx.backend
-            .scatter_add_rows(cx.dout, &ids(cx.data)?, dt.reborrow())?;
+            .scatter_add_rows(cx.dout, &ids(cx.backend, cx.data)?, dt.reborrow())?;
         let rows = cx.data;
         cx.touch_rows(0, rows);
         Ok(())
@@ -57,7 +58,11 @@ pub(crate) struct Pick;
 impl Pick {
     /// Positions of the picked elements in the flattened `[b, n]` block
     /// (`r * n + index[r]`), as a `u32` index tensor `[b]`.
-    fn flat(data: &[u32], n: usize) -> sheaf_tensor::Result<Tensor> {
+    fn flat(
+        be: &dyn sheaf_tensor::Backend,
+        data: &[u32],
+        n: usize,
+    ) -> sheaf_tensor::Result<Tensor> {
         let bad = |reason| TensorError::InvalidArgument {
             op: "pick",
             arg: "data",
@@ -75,7 +80,7 @@ impl Pick {
                 .ok_or_else(|| bad("addresses more than 2^32 elements in one batch"))?;
             v.push(pos);
         }
-        ids(&v)
+        ids(be, &v)
     }
 }
 
@@ -92,7 +97,7 @@ impl Op for Pick {
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         let x = &cx.args[0];
         let (b, n) = (x.num_rows(), x.row_len());
-        let idx = Self::flat(cx.data, n)?;
+        let idx = Self::flat(cx.backend, cx.data, n)?;
         // One gather over the elements of the whole block, seen as rows of 1.
         let flat = x.reshape([b * n, 1])?;
         cx.backend.gather_rows(&flat, &idx, cx.out)
@@ -103,7 +108,7 @@ impl Op for Pick {
         };
         let x = &cx.args[0];
         let (b, n) = (x.num_rows(), x.row_len());
-        let idx = Self::flat(cx.data, n)?;
+        let idx = Self::flat(cx.backend, cx.data, n)?;
         let dflat = dx.reborrow().reshape([b * n, 1])?;
         cx.backend.scatter_add_rows(cx.dout, &idx, dflat)
     }

@@ -78,6 +78,9 @@ impl Op for MaxList {
         }
     }
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        if super::host::needed(cx.backend) {
+            return super::host::forward(self, cx);
+        }
         let out = cx.out.into_mut_slice::<f32>()?;
         let args = self.slices(cx.args, out.len())?;
         if args.is_empty() {
@@ -89,6 +92,9 @@ impl Op for MaxList {
         Ok(())
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        if super::host::needed(cx.backend) {
+            return super::host::backward(self, cx);
+        }
         let dy = cx.dout.as_slice::<f32>()?;
         let args = self.slices(cx.args, dy.len())?;
         if cx.dargs.len() != args.len() {

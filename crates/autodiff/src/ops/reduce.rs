@@ -1,12 +1,13 @@
 //! Reductions: `sum` / `mean` of a list of equal shapes, `sum_elems` /
 //! `mean_elems` of one value, `dot` and `squared_distance` of two. Every
 //! argument is stacked; each instance's row is reduced on its own by the
-//! same loop, so a batch equals its instances exactly. The ops reduce over
+//! same backend kernel (row sums, row scaling), so a batch equals its
+//! instances exactly, on any backend. The ops reduce over
 //! all elements (or elementwise across the list), so any rank is accepted.
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, TensorError};
+use sheaf_tensor::{Binary, DType, Shape, Tensor, TensorError, Transpose};
 
 use crate::error::Result;
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -24,15 +25,6 @@ fn bad_args(op: &'static str) -> TensorError {
         op,
         arg: "args",
         reason: "do not have the shapes the node was built with",
-    }
-}
-
-/// Checks that a stacked argument holds `len` elements.
-fn same_len(op: &'static str, t: &[f32], len: usize) -> sheaf_tensor::Result<()> {
-    if t.len() == len {
-        Ok(())
-    } else {
-        Err(bad_args(op))
     }
 }
 
@@ -57,18 +49,15 @@ impl Op for SumList {
             )),
         }
     }
-    fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let name = self.name();
-        let out = cx.out.into_mut_slice::<f32>()?;
-        out.fill(0.0);
+    fn forward(&self, mut cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        let alpha = if self.mean {
+            1.0 / cx.args.len() as f32
+        } else {
+            1.0
+        };
+        cx.backend.fill(0.0, cx.out.reborrow())?;
         for a in cx.args {
-            let a = a.as_slice::<f32>()?;
-            same_len(name, a, out.len())?;
-            out.iter_mut().zip(a).for_each(|(o, v)| *o += v);
-        }
-        if self.mean {
-            let inv = 1.0 / cx.args.len() as f32;
-            out.iter_mut().for_each(|o| *o *= inv);
+            cx.backend.axpy(alpha, a, cx.out.reborrow())?;
         }
         Ok(())
     }
@@ -111,33 +100,31 @@ impl Op for SumElems {
         let [x] = cx.args else {
             return Err(bad_args(self.name()));
         };
-        let (x, n) = (x.as_slice::<f32>()?, x.row_len());
-        let out = cx.out.into_mut_slice::<f32>()?;
-        same_len(self.name(), x, out.len() * n)?;
-        if n == 0 {
-            out.fill(0.0);
-            return Ok(());
+        let (b, n) = (x.num_rows(), x.row_len());
+        let sums = cx.out.reshape([b])?;
+        let be = cx.backend;
+        if !self.mean || n == 0 {
+            return be.row_sums(&flat(x)?, sums);
         }
-        let scale = if self.mean { 1.0 / n as f32 } else { 1.0 };
-        for (o, row) in out.iter_mut().zip(x.chunks_exact(n.max(1))) {
-            *o = row.iter().sum::<f32>() * scale;
-        }
-        Ok(())
+        let mut total = Tensor::zeros([b], DType::F32, be.device())?;
+        be.row_sums(&flat(x)?, total.view_mut()?)?;
+        be.scale(1.0 / n as f32, &total, sums)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let Some(Some(dx)) = cx.dargs.first_mut() else {
             return Ok(());
         };
-        let n = dx.row_len();
-        let scale = if self.mean { 1.0 / n as f32 } else { 1.0 };
-        let dy = cx.dout.as_slice::<f32>()?;
-        let dx = dx.as_mut_slice::<f32>()?;
-        same_len(self.name(), dx, dy.len() * n)?;
-        for (d, row) in dy.iter().zip(dx.chunks_exact_mut(n.max(1))) {
-            let g = d * scale;
-            row.iter_mut().for_each(|v| *v += g);
+        let (b, n) = (dx.num_rows(), dx.row_len());
+        if n == 0 {
+            return Ok(());
         }
-        Ok(())
+        let scale = if self.mean { 1.0 / n as f32 } else { 1.0 };
+        // dx[r, :] += scale dy[r]: the outer product of dy and a row of ones.
+        let be = cx.backend;
+        let ones = Tensor::full_f32(1.0, [1, n], be.device())?;
+        let dy = cx.dout.reshape([b, 1])?;
+        let dx = dx.reborrow().reshape([b, n])?;
+        be.matmul(&dy, Transpose::No, &ones, Transpose::No, scale, 1.0, dx)
     }
 }
 
@@ -166,63 +153,63 @@ impl Op for Pair {
         let [a, b] = cx.args else {
             return Err(bad_args(self.name()));
         };
-        let n = a.row_len();
-        let (a, b) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
-        let out = cx.out.into_mut_slice::<f32>()?;
-        same_len(self.name(), a, out.len() * n)?;
-        same_len(self.name(), b, out.len() * n)?;
-        if n == 0 {
-            out.fill(0.0);
-            return Ok(());
+        let be = cx.backend;
+        let (a, b) = (flat(a)?, flat(b)?);
+        let mut prod = Tensor::zeros(a.shape(), DType::F32, be.device())?;
+        match self {
+            Pair::Dot => be.binary(Binary::Mul, &a, &b, prod.view_mut()?)?,
+            Pair::SquaredDistance => {
+                let mut d = Tensor::zeros(a.shape(), DType::F32, be.device())?;
+                be.binary(Binary::Sub, &a, &b, d.view_mut()?)?;
+                be.binary(Binary::Mul, &d, &d, prod.view_mut()?)?;
+            }
         }
-        let rows = a.chunks_exact(n.max(1)).zip(b.chunks_exact(n.max(1)));
-        for (o, (ra, rb)) in out.iter_mut().zip(rows) {
-            *o = match self {
-                Pair::Dot => ra.iter().zip(rb).map(|(x, y)| x * y).sum(),
-                Pair::SquaredDistance => ra.iter().zip(rb).map(|(x, y)| (x - y) * (x - y)).sum(),
-            };
-        }
-        Ok(())
+        be.row_sums(&prod, cx.out.reshape([a.num_rows()])?)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let [a, b] = cx.args else {
             return Err(bad_args(self.name()));
         };
-        let n = a.row_len();
-        let dy = cx.dout.as_slice::<f32>()?;
-        let (av, bv) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
-        same_len(self.name(), av, dy.len() * n)?;
-        same_len(self.name(), bv, dy.len() * n)?;
+        let be = cx.backend;
+        let (a, b) = (flat(a)?, flat(b)?);
+        let g = cx.dout.reshape([a.num_rows()])?;
         let (da, db) = match cx.dargs.as_mut_slice() {
             [da, db] => (da, db),
             _ => return Err(bad_args(self.name())),
         };
-        // d/da and d/db per element, given the row's upstream gradient g.
-        let grads = |g: f32, x: f32, y: f32| match self {
-            Pair::Dot => (g * y, g * x),
-            Pair::SquaredDistance => {
-                let d = 2.0 * g * (x - y);
-                (d, -d)
+        let shape = a.shape();
+        match self {
+            // d/da = g b, d/db = g a.
+            Pair::Dot => {
+                if let Some(da) = da {
+                    be.scale_rows(&b, &g, da.reborrow().reshape(shape)?, true)?;
+                }
+                if let Some(db) = db {
+                    be.scale_rows(&a, &g, db.reborrow().reshape(shape)?, true)?;
+                }
             }
-        };
-        for (which, slot) in [(0, da), (1, db)] {
-            let Some(dst) = slot else { continue };
-            let dst = dst.as_mut_slice::<f32>()?;
-            same_len(self.name(), dst, dy.len() * n)?;
-            for (r, &g) in dy.iter().enumerate() {
-                let span = r * n..(r + 1) * n;
-                for ((d, &x), &y) in dst[span.clone()]
-                    .iter_mut()
-                    .zip(&av[span.clone()])
-                    .zip(&bv[span])
-                {
-                    let (ga, gb) = grads(g, x, y);
-                    *d += if which == 0 { ga } else { gb };
+            // d/da = 2 g (a - b) = -d/db.
+            Pair::SquaredDistance => {
+                let mut d = Tensor::zeros(shape, DType::F32, be.device())?;
+                be.binary(Binary::Sub, &a, &b, d.view_mut()?)?;
+                let mut gd = Tensor::zeros(shape, DType::F32, be.device())?;
+                be.scale_rows(&d, &g, gd.view_mut()?, false)?;
+                if let Some(da) = da {
+                    be.axpy(2.0, &gd, da.reborrow().reshape(shape)?)?;
+                }
+                if let Some(db) = db {
+                    be.axpy(-2.0, &gd, db.reborrow().reshape(shape)?)?;
                 }
             }
         }
         Ok(())
     }
+}
+
+/// A stacked value as a `[b, n]` matrix, one instance per row (the
+/// backend's row reductions work over the last dimension only).
+fn flat(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
+    t.reshape([t.num_rows(), t.row_len()])
 }
 
 /// Reductions. Each checks shapes when called and computes nothing.

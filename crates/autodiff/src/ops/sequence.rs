@@ -89,6 +89,9 @@ impl Op for Seq {
     }
 
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        if super::host::needed(cx.backend) {
+            return super::host::forward(self, cx);
+        }
         let name = self.name();
         let [x] = cx.args else {
             return Err(bad_args(name));
@@ -133,6 +136,9 @@ impl Op for Seq {
     }
 
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        if super::host::needed(cx.backend) {
+            return super::host::backward(self, cx);
+        }
         let name = self.name();
         let [x] = cx.args else {
             return Err(bad_args(name));

@@ -62,8 +62,8 @@ pub(crate) struct PickNegLogSoftmax;
 
 const PNLS: &str = "pick_neg_log_softmax";
 
-fn labels(data: &[u32]) -> sheaf_tensor::Result<Tensor> {
-    Tensor::from_slice(data, [data.len()])
+fn labels(be: &dyn sheaf_tensor::Backend, data: &[u32]) -> sheaf_tensor::Result<Tensor> {
+    Tensor::from_slice(data, [data.len()])?.to_device(be.device())
 }
 
 fn no_aux() -> TensorError {
@@ -90,7 +90,7 @@ impl Op for PickNegLogSoftmax {
         let loss = cx.out.reshape([b])?;
         // The kernel checks every label against the class count.
         cx.backend
-            .nll_log_softmax(&cx.args[0], &labels(cx.data)?, probs, loss)
+            .nll_log_softmax(&cx.args[0], &labels(cx.backend, cx.data)?, probs, loss)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let Some(dx) = cx.dargs[0].as_mut() else {
@@ -99,7 +99,7 @@ impl Op for PickNegLogSoftmax {
         let probs = cx.aux.ok_or_else(no_aux)?;
         let dloss = cx.dout.reshape([cx.dout.num_rows()])?;
         cx.backend
-            .nll_log_softmax_bwd(probs, &labels(cx.data)?, &dloss, dx.reborrow())
+            .nll_log_softmax_bwd(probs, &labels(cx.backend, cx.data)?, &dloss, dx.reborrow())
     }
 }
 
