@@ -141,7 +141,8 @@ fn write_checkpoint(path: &Path, store: &ParamStore, opt: Option<&Optimizer>) ->
 }
 
 fn encode(t: &Tensor, name: &str) -> Result<(Vec<usize>, Vec<u8>)> {
-    let v = t.as_slice::<f32>().map_err(|source| GraphError::Tensor {
+    // Downloads device tensors; a copy of host ones.
+    let v = t.to_vec::<f32>().map_err(|source| GraphError::Tensor {
         context: format!("saving {name:?}"),
         source: Box::new(source),
     })?;
@@ -357,7 +358,11 @@ fn check_params(
 fn set_values(store: &mut ParamStore, values: Vec<Option<Tensor>>) -> Result<()> {
     for (e, v) in store.entries.iter_mut().zip(values) {
         if let Some(v) = v {
-            e.value = v;
+            // Loaded values go where the parameter lives.
+            e.value = v.to_device(e.value.device()).map_err(|source| GraphError::Tensor {
+                context: format!("loading {:?}", e.name),
+                source: Box::new(source),
+            })?;
         }
     }
     store.zero_grads()

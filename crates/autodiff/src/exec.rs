@@ -31,8 +31,8 @@ fn stacked(shape: Shape, op: &'static str, node: NodeId) -> Result<Shape> {
     })
 }
 
-fn zeros(shape: Shape, op: &'static str, node: NodeId) -> Result<Tensor> {
-    Tensor::zeros(shape, DType::F32, Device::Cpu).map_err(|source| GraphError::Exec {
+fn zeros(device: Device, shape: Shape, op: &'static str, node: NodeId) -> Result<Tensor> {
+    Tensor::zeros(shape, DType::F32, device).map_err(|source| GraphError::Exec {
         op,
         node,
         source: Box::new(source),
@@ -41,6 +41,11 @@ fn zeros(shape: Shape, op: &'static str, node: NodeId) -> Result<Tensor> {
 
 /// First non-finite element of a tensor, if any.
 pub(crate) fn first_non_finite(t: &Tensor) -> Option<f32> {
+    if t.device() != Device::Cpu {
+        // A download (and a synchronisation) per value: the finiteness
+        // check is a debugging aid.
+        return t.to_vec::<f32>().ok()?.into_iter().find(|v| !v.is_finite());
+    }
     t.as_slice::<f32>()
         .ok()
         .and_then(|s| s.iter().copied().find(|v| !v.is_finite()))
@@ -61,6 +66,20 @@ impl Sequential {
     /// On the CPU backend.
     pub fn new() -> Self {
         Sequential { backend: &*CPU }
+    }
+
+    /// An executor running on `device`'s backend (values, gradients and
+    /// parameters there; inputs are copied to it when read). Errors if the
+    /// device is unavailable in this build or on this machine.
+    pub fn on(device: Device) -> sheaf_tensor::Result<Self> {
+        Ok(Sequential {
+            backend: device.backend()?,
+        })
+    }
+
+    /// The device this executor runs on.
+    pub fn device(&self) -> Device {
+        self.backend.device()
     }
 
     /// Computes every not-yet-evaluated node up to and including `target`
@@ -90,7 +109,15 @@ impl Sequential {
         let op = g.op_arc(id);
         let name = op.name();
         match node.kind {
-            NodeKind::Input(k) => return Ok(g.inputs[k as usize].clone()),
+            NodeKind::Input(k) => {
+                return g.inputs[k as usize]
+                    .to_device(self.device())
+                    .map_err(|source| GraphError::Exec {
+                        op: name,
+                        node: id,
+                        source: Box::new(source),
+                    })
+            }
             NodeKind::Param(p) => return store.value_by_id(p, "forward").cloned(),
             NodeKind::Op => {}
         }
@@ -128,9 +155,9 @@ impl Sequential {
             }
         }
         let arg_shapes: Vec<Shape> = arg_ids.iter().map(|a| g.nodes[a.index()].shape).collect();
-        let mut out = zeros(stacked(node.shape, name, id)?, name, id)?;
+        let mut out = zeros(self.device(), stacked(node.shape, name, id)?, name, id)?;
         let mut aux = match op.aux_shape(&node.shape, &arg_shapes, node.attr) {
-            Some(s) => Some(zeros(stacked(s, name, id)?, name, id)?),
+            Some(s) => Some(zeros(self.device(), stacked(s, name, id)?, name, id)?),
             None => None,
         };
         let exec = |source| GraphError::Exec {
@@ -189,7 +216,7 @@ impl Sequential {
         g.grads.clear();
         g.grads.resize(g.nodes.len());
         let name = g.op_name(loss_id);
-        g.grads.own[loss_id.index()] = Some(Tensor::full_f32(1.0, shape, Device::Cpu).map_err(
+        g.grads.own[loss_id.index()] = Some(Tensor::full_f32(1.0, shape, self.device()).map_err(
             |source| GraphError::Exec {
                 op: name,
                 node: loss_id,
@@ -254,12 +281,12 @@ impl Sequential {
             slots.push(match a_node.kind {
                 NodeKind::Input(_) => Slot::Skip,
                 NodeKind::Param(p) if !repeated => Slot::Param(store.lock_grad(p, name)?),
-                NodeKind::Param(_) => Slot::Node(a, zeros(a_node.shape, name, id)?, true),
-                NodeKind::Op if repeated => Slot::Node(a, zeros(a_node.shape, name, id)?, true),
+                NodeKind::Param(_) => Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true),
+                NodeKind::Op if repeated => Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true),
                 NodeKind::Op => {
                     let t = match g.grads.own[a.index()].take() {
                         Some(t) => t,
-                        None => zeros(a_node.shape, name, id)?,
+                        None => zeros(self.device(), a_node.shape, name, id)?,
                     };
                     Slot::Node(a, t, false)
                 }
@@ -334,7 +361,7 @@ impl Sequential {
                         _ => {
                             let mut dst = match g.grads.own[a.index()].take() {
                                 Some(d) => d,
-                                None => zeros(t.shape(), name, id)?,
+                                None => zeros(self.device(), t.shape(), name, id)?,
                             };
                             self.backend
                                 .axpy(1.0, &t, dst.view_mut().map_err(exec)?)

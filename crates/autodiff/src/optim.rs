@@ -228,7 +228,6 @@ impl Optimizer {
             }
         }
         self.method.validate()?;
-        let backend = Device::Cpu.backend().map_err(|e| terr("optimizer", e))?;
         let t = self.steps + 1;
 
         // Pass 1: what to update, and the global norm; nothing written yet.
@@ -240,10 +239,9 @@ impl Optimizer {
                 plans.push(None);
                 continue;
             }
-            let g = acc.grad.as_slice::<f32>().map_err(|s| terr(&e.name, s))?;
             let plan = if acc.dense {
                 if self.clip_norm.is_some() {
-                    sum_sq += g.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>();
+                    sum_sq += sum_squares(&acc.grad, None).map_err(|s| terr(&e.name, s))?;
                 }
                 Plan::Dense
             } else {
@@ -259,11 +257,7 @@ impl Optimizer {
                     )));
                 }
                 if self.clip_norm.is_some() {
-                    let cols = acc.grad.row_len();
-                    for &r in &rows {
-                        let row = &g[r as usize * cols..(r as usize + 1) * cols];
-                        sum_sq += row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>();
-                    }
+                    sum_sq += sum_squares(&acc.grad, Some(&rows)).map_err(|s| terr(&e.name, s))?;
                 }
                 Plan::Rows(rows)
             };
@@ -295,14 +289,23 @@ impl Optimizer {
             let name = e.name.as_str();
             let acc = e.grad.get_mut().unwrap_or_else(|p| p.into_inner());
             let shape = e.value.shape();
+            let device = e.value.device();
+            let backend = device.backend().map_err(|s| terr(name, s))?;
             let slot = &mut self.state[i];
             let bufs = match slot {
-                Some(b) if b.len() == names.len() && b.iter().all(|t| t.shape() == shape) => b,
+                Some(b) if b.len() == names.len() && b.iter().all(|t| t.shape() == shape) => {
+                    // State loaded from a file, or left behind by
+                    // `ParamStore::to_device`, follows its parameter.
+                    for t in b.iter_mut().filter(|t| t.device() != device) {
+                        *t = t.to_device(device).map_err(|s| terr(name, s))?;
+                    }
+                    b
+                }
                 _ => {
                     let mut b = Vec::with_capacity(names.len());
                     for _ in names {
                         b.push(
-                            Tensor::zeros(shape, DType::F32, Device::Cpu)
+                            Tensor::zeros(shape, DType::F32, device)
                                 .map_err(|s| terr(name, s))?,
                         );
                     }
@@ -316,26 +319,20 @@ impl Optimizer {
             let param = e.value.view_mut().map_err(|s| terr(name, s))?;
             match plan {
                 Plan::Dense => {
-                    if scale != 1.0 {
-                        for g in acc.grad.as_mut_slice::<f32>().map_err(|s| terr(name, s))? {
-                            *g *= scale;
-                        }
-                    }
+                    scale_in_place(backend, &mut acc.grad, scale).map_err(|s| terr(name, s))?;
                     dense_step(backend, &self.method, t, param, &acc.grad, views)
                 }
                 Plan::Rows(rows) => {
                     let n = rows.len();
-                    let idx = Tensor::from_vec(rows, [n]).map_err(|s| terr(name, s))?;
-                    let mut grad = Tensor::zeros(shape.with_rows(n), DType::F32, Device::Cpu)
+                    let idx = Tensor::from_vec(rows, [n])
+                        .and_then(|i| i.to_device(device))
+                        .map_err(|s| terr(name, s))?;
+                    let mut grad = Tensor::zeros(shape.with_rows(n), DType::F32, device)
                         .map_err(|s| terr(name, s))?;
                     backend
                         .gather_rows(&acc.grad, &idx, grad.view_mut().map_err(|s| terr(name, s))?)
                         .map_err(|s| terr(name, s))?;
-                    if scale != 1.0 {
-                        for g in grad.as_mut_slice::<f32>().map_err(|s| terr(name, s))? {
-                            *g *= scale;
-                        }
-                    }
+                    scale_in_place(backend, &mut grad, scale).map_err(|s| terr(name, s))?;
                     rows_step(backend, &self.method, t, param, &idx, &grad, views)
                 }
             }
@@ -345,6 +342,57 @@ impl Optimizer {
         self.steps = t;
         Ok(())
     }
+}
+
+/// The sum of squares of `grad` (of its `rows` only, when given), in f64.
+/// On the host a direct sum; on a device one reduction and a 4-byte read
+/// (a synchronisation: clipping needs the norm before any update).
+fn sum_squares(grad: &Tensor, rows: Option<&[u32]>) -> sheaf_tensor::Result<f64> {
+    if grad.device() == Device::Cpu {
+        let g = grad.as_slice::<f32>()?;
+        let sq = |s: &[f32]| s.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>();
+        return Ok(match rows {
+            None => sq(g),
+            Some(rows) => {
+                let cols = grad.row_len();
+                rows.iter()
+                    .map(|&r| sq(&g[r as usize * cols..(r as usize + 1) * cols]))
+                    .sum()
+            }
+        });
+    }
+    let be = grad.device().backend()?;
+    let picked;
+    let g = match rows {
+        None => grad,
+        Some(rows) => {
+            let idx = Tensor::from_slice(rows, [rows.len()])?.to_device(grad.device())?;
+            let mut t = Tensor::zeros(grad.shape().with_rows(rows.len()), DType::F32, grad.device())?;
+            be.gather_rows(grad, &idx, t.view_mut()?)?;
+            picked = t;
+            &picked
+        }
+    };
+    let flat = g.reshape([1, g.numel()])?;
+    let mut sq = Tensor::zeros(flat.shape(), DType::F32, g.device())?;
+    be.binary(sheaf_tensor::Binary::Mul, &flat, &flat, sq.view_mut()?)?;
+    let mut total = Tensor::zeros([1], DType::F32, g.device())?;
+    be.row_sums(&sq, total.view_mut()?)?;
+    Ok(f64::from(total.to_vec::<f32>()?[0]))
+}
+
+/// `t *= scale` (nothing for 1): in place on the host, through a copy on a
+/// device (the backend's scale reads and writes distinct tensors).
+fn scale_in_place(be: &dyn Backend, t: &mut Tensor, scale: f32) -> sheaf_tensor::Result<()> {
+    if scale == 1.0 {
+        return Ok(());
+    }
+    if t.device() == Device::Cpu {
+        t.as_mut_slice::<f32>()?.iter_mut().for_each(|g| *g *= scale);
+        return Ok(());
+    }
+    let src = t.clone();
+    be.scale(scale, &src, t.view_mut()?)
 }
 
 fn dense_step(

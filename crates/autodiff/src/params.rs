@@ -134,8 +134,7 @@ impl ParamStore {
             )));
         }
         let shape = value.shape();
-        let grad =
-            Tensor::zeros(shape, DType::F32, Device::Cpu).map_err(|source| GraphError::Tensor {
+        let grad = Tensor::zeros(shape, DType::F32, value.device()).map_err(|source| GraphError::Tensor {
                 context: format!("gradient of parameter {name:?}"),
                 source: Box::new(source),
             })?;
@@ -162,6 +161,29 @@ impl ParamStore {
     }
 
     /// Number of parameters.
+    /// Moves every parameter and its gradient to `device` (an optimizer's
+    /// state follows at its next step). New parameters are placed where
+    /// their initial value is: add them before moving the store, or create
+    /// them on the device.
+    pub fn to_device(&mut self, device: Device) -> Result<()> {
+        for e in &mut self.entries {
+            let err = |source| GraphError::Tensor {
+                context: format!("moving parameter {:?} to {device}", e.name),
+                source: Box::new(source),
+            };
+            let value = e.value.to_device(device).map_err(err)?;
+            let acc = e.grad.get_mut().unwrap_or_else(|p| p.into_inner());
+            acc.grad = acc.grad.to_device(device).map_err(err)?;
+            e.value = value;
+        }
+        Ok(())
+    }
+
+    /// The device of the parameters (the CPU for an empty store).
+    pub fn device(&self) -> Device {
+        self.entries.first().map_or(Device::Cpu, |e| e.value.device())
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -266,7 +288,11 @@ impl ParamStore {
 
 /// Zeroes an accumulator: whole if written densely, else only its rows.
 pub(crate) fn zero_acc(acc: &mut GradAcc) -> sheaf_tensor::Result<()> {
-    if acc.dense {
+    let device = acc.grad.device();
+    if device != Device::Cpu && acc.is_touched() {
+        // One fill kernel, whatever rows were written.
+        device.backend()?.fill(0.0, acc.grad.view_mut()?)?;
+    } else if acc.dense {
         acc.grad.as_mut_slice::<f32>()?.fill(0.0);
     } else if !acc.rows.is_empty() {
         let cols = acc.grad.row_len();

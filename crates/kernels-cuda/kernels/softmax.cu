@@ -13,13 +13,20 @@ __device__ float block_reduce(float v, Op op) {
     __syncthreads();  // shared may still be read by a previous reduction
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = lane < warps ? shared[lane] : shared[0];
+    // Lanes past the last warp contribute the operation's identity.
+    v = lane < warps ? shared[lane] : Op::identity();
     for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
-struct Max { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
-struct Sum { __device__ float operator()(float a, float b) const { return a + b; } };
+struct Max {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ static float identity() { return -INFINITY; }
+};
+struct Sum {
+    __device__ float operator()(float a, float b) const { return a + b; }
+    __device__ static float identity() { return 0.0f; }
+};
 
 // Row max and sum(exp(x - max)) of row x.
 __device__ void row_stats(const float* x, u32 cols, float* max_out, float* sum_out) {

@@ -212,6 +212,10 @@ impl CudaKernels {
     /// [`CudaError::OutOfMemory`] naming the bytes.
     pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
         let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        if len == 0 {
+            // cuMemAlloc rejects zero bytes: an empty slice needs no memory.
+            return self.stream.null::<T>().map_err(CudaError::driver("alloc"));
+        }
         self.count_launch();
         self.stream
             .alloc_zeros::<T>(len)

@@ -21,6 +21,8 @@ const MAX_SLACK: usize = 4096;
 /// Buffers grown on demand and reused across steps.
 #[derive(Default)]
 pub(crate) struct Arena {
+    /// Where buffers are allocated.
+    pub(crate) device: Device,
     /// Free buffers by capacity (elements).
     free: BTreeMap<usize, Vec<Tensor>>,
     /// Bytes handed out since the step began.
@@ -51,7 +53,7 @@ impl Arena {
         // op that reads its output before writing it fails the equality
         // tests instead of passing on lucky zeros.
         if !zero && cfg!(debug_assertions) {
-            t.as_mut_slice::<f32>()?.fill(f32::NAN);
+            self.device.backend()?.fill(f32::NAN, t.view_mut()?)?;
         }
         Ok(t)
     }
@@ -66,11 +68,15 @@ impl Arena {
             }
             // Refused only if shared since it was put back (the arena holds
             // the only handle, so never); then allocate.
-            let t = t.map(|t| match zero {
+            let on_host = self.device == Device::Cpu;
+            let t = t.map(|t| match zero && on_host {
                 true => t.recycle(shape, DType::F32),
                 false => t.reuse(shape, DType::F32),
             });
-            if let Some(Ok(t)) = t {
+            if let Some(Ok(mut t)) = t {
+                if zero && !on_host {
+                    self.device.backend()?.fill(0.0, t.view_mut()?)?;
+                }
                 self.in_use += cap * 4;
                 return Ok(t);
             }
@@ -78,7 +84,7 @@ impl Arena {
         // Round fresh buffers up (to 1/8 of the next power of two) so that a
         // slightly larger request next step still finds this one.
         let class = size_class(numel);
-        let t = Tensor::zeros([class], DType::F32, Device::Cpu)?;
+        let t = Tensor::zeros([class], DType::F32, self.device)?;
         self.fresh += class * 4;
         self.in_use += class * 4;
         // Fresh memory is zero already: no second fill.

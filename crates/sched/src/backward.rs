@@ -14,7 +14,7 @@ use std::time::Instant;
 use sheaf_autodiff::{
     ArgRole, Backward, Expr, GradAcc, Graph, GraphError, NodeId, NodeKind, ParamStore,
 };
-use sheaf_tensor::{Device, Shape, Tensor, TensorError, TensorMut};
+use sheaf_tensor::{Shape, Tensor, TensorError, TensorMut};
 
 use crate::error::{Result, SchedError};
 use crate::exec::{batch_err, first_non_finite, Executor, Source};
@@ -63,14 +63,16 @@ impl Executor {
         let err = batch_err(g.op_name(loss_id), std::slice::from_ref(&loss_id));
         let Some(home) = self.homes[loss_id.index()] else {
             // A leaf as the loss: nothing to propagate.
-            let one = Tensor::full_f32(1.0, shape, Device::Cpu).map_err(&err)?;
+            let one = Tensor::full_f32(1.0, shape, self.device()).map_err(&err)?;
             g.set_grad(loss_id, one);
             return Ok(());
         };
+        let backend = self.backend;
         self.with_grad(home.buffer, |seed| {
-            let at = home.row as usize * seed.row_len();
-            seed.as_mut_slice::<f32>()?[at] = 1.0;
-            Ok(())
+            // The first element of the loss's row: one fill, on any device.
+            let (at, numel) = (home.row as usize * seed.row_len(), seed.numel());
+            let one = seed.view_mut()?.reshape([numel, 1])?;
+            backend.fill(1.0, one.into_rows_mut(at..at + 1)?)
         })
         .map_err(&err)?;
 

@@ -158,7 +158,7 @@ impl Bucketing {
             };
             self.exec.cache_plans_as(Some(bucket.len as u64));
             let v = self.exec.forward(g, store, loss)?;
-            total += v.as_slice::<f32>().map_or(0.0, |s| s.iter().sum());
+            total += v.to_vec::<f32>().map_or(0.0, |s| s.iter().sum());
             self.exec.backward(g, store, loss)?;
             let mut s = self.exec.stats().clone();
             s.total_steps = bucket.len * bucket.members.len();

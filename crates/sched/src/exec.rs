@@ -95,7 +95,9 @@ pub(crate) fn batch_err<'a>(
 
 /// The first non-finite element of `t` and its row.
 pub(crate) fn first_non_finite(t: &Tensor) -> Option<(usize, f32)> {
-    let s = t.as_slice::<f32>().ok()?;
+    // A download on a device: the finiteness check is a debugging aid.
+    let host = t.to_device(sheaf_tensor::Device::Cpu).ok()?;
+    let s = host.as_slice::<f32>().ok()?;
     let i = s.iter().position(|v| !v.is_finite())?;
     Some((i / t.row_len().max(1), s[i]))
 }
@@ -122,6 +124,22 @@ impl Executor {
             plan_cache: rustc_hash::FxHashMap::default(),
             cache_key: None,
         }
+    }
+
+    /// An executor with the given strategy on `device`'s backend: batch
+    /// buffers and gradients live there, parameters must be there
+    /// ([`ParamStore::to_device`]), inputs are copied there when read.
+    /// Errors if the device is unavailable in this build or machine.
+    pub fn on(strategy: Strategy, device: sheaf_tensor::Device) -> sheaf_tensor::Result<Self> {
+        let mut e = Executor::new(strategy);
+        e.backend = device.backend()?;
+        e.arena.device = device;
+        Ok(e)
+    }
+
+    /// The device this executor runs on.
+    pub fn device(&self) -> sheaf_tensor::Device {
+        self.backend.device()
     }
 
     /// The strategy.
@@ -230,12 +248,22 @@ impl Executor {
                 let n = NodeId::from_index(i);
                 match g.node(n).kind() {
                     NodeKind::Input(k) => {
-                        if let Some(v) = g.input_value(k).cloned() {
+                        if let Some(v) = g.input_value(k) {
+                            let v = v.to_device(self.device()).map_err(batch_err("input", &[n]))?;
                             g.set_value(n, v);
                         }
                     }
                     NodeKind::Param(p) => {
                         let v = store.value_of(p)?.clone();
+                        if v.device() != self.device() {
+                            return Err(sheaf_autodiff::GraphError::Params(format!(
+                                "parameter {:?} is on {}, the executor on {}: move the store with ParamStore::to_device",
+                                store.name(p)?,
+                                v.device(),
+                                self.device()
+                            ))
+                            .into());
+                        }
                         g.set_value(n, v);
                     }
                     NodeKind::Op => {}
@@ -312,7 +340,7 @@ impl Executor {
                     .iter()
                     .filter_map(|a| self.homes[a.index()].map(|h| h.row))
                     .collect();
-                let idx = Tensor::from_vec(idx, [b])?;
+                let idx = Tensor::from_vec(idx, [b])?.to_device(self.device())?;
                 let mut out = self.arena.overwritten(src.shape().with_rows(b))?;
                 self.backend.gather_rows(src, &idx, out.view_mut()?)?;
                 self.note_gather(op, b * row_bytes);
