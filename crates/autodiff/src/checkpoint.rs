@@ -359,10 +359,12 @@ fn set_values(store: &mut ParamStore, values: Vec<Option<Tensor>>) -> Result<()>
     for (e, v) in store.entries.iter_mut().zip(values) {
         if let Some(v) = v {
             // Loaded values go where the parameter lives.
-            e.value = v.to_device(e.value.device()).map_err(|source| GraphError::Tensor {
-                context: format!("loading {:?}", e.name),
-                source: Box::new(source),
-            })?;
+            e.value = v
+                .to_device(e.value.device())
+                .map_err(|source| GraphError::Tensor {
+                    context: format!("loading {:?}", e.name),
+                    source: Box::new(source),
+                })?;
         }
     }
     store.zero_grads()

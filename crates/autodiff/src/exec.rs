@@ -281,8 +281,12 @@ impl Sequential {
             slots.push(match a_node.kind {
                 NodeKind::Input(_) => Slot::Skip,
                 NodeKind::Param(p) if !repeated => Slot::Param(store.lock_grad(p, name)?),
-                NodeKind::Param(_) => Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true),
-                NodeKind::Op if repeated => Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true),
+                NodeKind::Param(_) => {
+                    Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true)
+                }
+                NodeKind::Op if repeated => {
+                    Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true)
+                }
                 NodeKind::Op => {
                     let t = match g.grads.own[a.index()].take() {
                         Some(t) => t,

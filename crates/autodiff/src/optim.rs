@@ -305,8 +305,7 @@ impl Optimizer {
                     let mut b = Vec::with_capacity(names.len());
                     for _ in names {
                         b.push(
-                            Tensor::zeros(shape, DType::F32, device)
-                                .map_err(|s| terr(name, s))?,
+                            Tensor::zeros(shape, DType::F32, device).map_err(|s| terr(name, s))?,
                         );
                     }
                     slot.insert(b)
@@ -367,7 +366,11 @@ fn sum_squares(grad: &Tensor, rows: Option<&[u32]>) -> sheaf_tensor::Result<f64>
         None => grad,
         Some(rows) => {
             let idx = Tensor::from_slice(rows, [rows.len()])?.to_device(grad.device())?;
-            let mut t = Tensor::zeros(grad.shape().with_rows(rows.len()), DType::F32, grad.device())?;
+            let mut t = Tensor::zeros(
+                grad.shape().with_rows(rows.len()),
+                DType::F32,
+                grad.device(),
+            )?;
             be.gather_rows(grad, &idx, t.view_mut()?)?;
             picked = t;
             &picked
@@ -388,7 +391,9 @@ fn scale_in_place(be: &dyn Backend, t: &mut Tensor, scale: f32) -> sheaf_tensor:
         return Ok(());
     }
     if t.device() == Device::Cpu {
-        t.as_mut_slice::<f32>()?.iter_mut().for_each(|g| *g *= scale);
+        t.as_mut_slice::<f32>()?
+            .iter_mut()
+            .for_each(|g| *g *= scale);
         return Ok(());
     }
     let src = t.clone();

@@ -134,10 +134,12 @@ impl ParamStore {
             )));
         }
         let shape = value.shape();
-        let grad = Tensor::zeros(shape, DType::F32, value.device()).map_err(|source| GraphError::Tensor {
+        let grad = Tensor::zeros(shape, DType::F32, value.device()).map_err(|source| {
+            GraphError::Tensor {
                 context: format!("gradient of parameter {name:?}"),
                 source: Box::new(source),
-            })?;
+            }
+        })?;
         let index = self.entries.len() as u32;
         self.entries.push(Entry {
             name: name.to_string(),
@@ -181,7 +183,9 @@ impl ParamStore {
 
     /// The device of the parameters (the CPU for an empty store).
     pub fn device(&self) -> Device {
-        self.entries.first().map_or(Device::Cpu, |e| e.value.device())
+        self.entries
+            .first()
+            .map_or(Device::Cpu, |e| e.value.device())
     }
 
     pub fn len(&self) -> usize {

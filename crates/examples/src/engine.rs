@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sheaf_autodiff::{Expr, Graph, ParamStore, Sequential};
 use sheaf_sched::{Executor, Strategy};
-use sheaf_tensor::Tensor;
+use sheaf_tensor::{Device, Tensor};
 
 use crate::error::Result;
 
@@ -78,6 +78,10 @@ impl fmt::Debug for Engine {
     }
 }
 
+fn device_err(e: sheaf_tensor::TensorError) -> crate::error::Error {
+    crate::error::Error::Config(format!("device: {e}"))
+}
+
 impl Engine {
     /// A new executor of kind `exec`.
     pub fn new(exec: Exec) -> Self {
@@ -88,6 +92,32 @@ impl Engine {
             Exec::Auto => Strategy::Auto,
         };
         Engine::Batched(Box::new(Executor::new(strategy)))
+    }
+
+    /// A new executor of kind `exec` running on `device` (its parameters
+    /// must be there: `ParamStore::to_device`).
+    pub fn on(exec: Exec, device: Device) -> Result<Self> {
+        let strategy = match exec {
+            Exec::Sequential => {
+                return Ok(Engine::Sequential(
+                    Sequential::on(device).map_err(device_err)?,
+                ))
+            }
+            Exec::Depth => Strategy::Depth,
+            Exec::Agenda => Strategy::Agenda,
+            Exec::Auto => Strategy::Auto,
+        };
+        Ok(Engine::Batched(Box::new(
+            Executor::on(strategy, device).map_err(device_err)?,
+        )))
+    }
+
+    /// The device this engine runs on.
+    pub fn device(&self) -> Device {
+        match self {
+            Engine::Sequential(s) => s.device(),
+            Engine::Batched(e) => e.device(),
+        }
     }
 
     /// Computes every node of `g` up to `target` and returns its value.

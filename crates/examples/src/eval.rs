@@ -218,6 +218,13 @@ impl Trained {
         })
     }
 
+    /// Moves the parameters to `device` (run with an engine on it:
+    /// `Engine::on`).
+    pub fn to_device(&mut self, device: sheaf_tensor::Device) -> Result<()> {
+        self.store.to_device(device)?;
+        Ok(())
+    }
+
     /// Root class probabilities of `trees` (words mapped with the run's
     /// vocabulary; unknown words share the `<unk>` row).
     pub fn predict(&self, engine: &mut Engine, trees: &[Tree]) -> Result<Vec<Probs>> {

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sheaf_autodiff::{Graph, Optimizer, ParamStore};
+use sheaf_tensor::Device;
 
 pub use crate::config::{default_data_dir, OptimizerKind, Reduction, TrainConfig};
 use sheaf_blocks::Loss;
@@ -312,6 +313,16 @@ impl Trainer {
             graph: Graph::new(),
             dev,
         })
+    }
+
+    /// Runs training and evaluation on `device` from now on: the parameters
+    /// (and, at the next step, the optimizers' state) move there and the
+    /// executor is rebuilt for it. A run's device is not part of its saved
+    /// state: a run trained on a GPU resumes on the CPU and vice versa.
+    pub fn to_device(&mut self, device: Device) -> Result<()> {
+        self.store.to_device(device)?;
+        self.engine = Engine::on(self.state.train.exec, device)?;
+        Ok(())
     }
 
     /// The run's state (settings, progress, history).

@@ -249,7 +249,9 @@ impl Executor {
                 match g.node(n).kind() {
                     NodeKind::Input(k) => {
                         if let Some(v) = g.input_value(k) {
-                            let v = v.to_device(self.device()).map_err(batch_err("input", &[n]))?;
+                            let v = v
+                                .to_device(self.device())
+                                .map_err(batch_err("input", &[n]))?;
                             g.set_value(n, v);
                         }
                     }

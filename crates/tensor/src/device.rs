@@ -59,6 +59,23 @@ impl Device {
     }
 }
 
+impl std::str::FromStr for Device {
+    type Err = String;
+
+    /// `cpu`, `cuda` (device 0) or `cuda:N`.
+    fn from_str(s: &str) -> std::result::Result<Device, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" | "gpu" => Ok(Device::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Device::Cuda)
+                .ok_or_else(|| format!("unknown device {s:?}: expected cpu, cuda or cuda:N")),
+        }
+    }
+}
+
 impl fmt::Display for Device {
     /// `cpu`, `cuda:0`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -27,6 +27,7 @@ use sheaf_examples::train::{
     default_data_dir, with_threads, Event, OptimizerKind, Reduction, ResumeChanges, TrainConfig,
     Trainer,
 };
+use sheaf_tensor::Device;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,6 +74,10 @@ struct TrainArgs {
     /// repository's data/sst].
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Where to train: cpu, cuda or cuda:N (CUDA needs a build with
+    /// `--features cuda`). Not saved with the run: `--resume` picks again.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    device: Device,
     /// How graphs are executed [default: agenda].
     #[arg(long, value_enum)]
     strategy: Option<Exec>,
@@ -179,6 +184,10 @@ struct LoadArgs {
     /// Worker threads; 0 = all cores.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
+    /// Where to run: cpu, cuda or cuda:N (CUDA needs a build with
+    /// `--features cuda`).
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    device: Device,
 }
 
 #[derive(Args, Debug)]
@@ -225,6 +234,10 @@ fn main() {
 }
 
 fn train(a: TrainArgs) -> Result<()> {
+    // Before reading data or touching the checkpoint directory.
+    a.device
+        .check_available()
+        .map_err(|e| Error::Config(format!("--device {}: {e}", a.device)))?;
     let threads = a.threads;
     let mut bar: Option<ProgressBar> = None;
     let mut on = move |ev: Event<'_>| report(&mut bar, ev);
@@ -280,9 +293,11 @@ fn train(a: TrainArgs) -> Result<()> {
                         Trainer::new(&a.checkpoint_dir, model, cfg, a.overwrite, &mut on)?
                     }
                 };
+            trainer.to_device(a.device)?;
             println!(
-                "{} threads; checkpoints in {}",
+                "{} threads, {}; checkpoints in {}",
                 rayon::current_num_threads(),
+                a.device,
                 trainer.dir().display()
             );
             trainer.run(&mut on)?;
@@ -470,7 +485,9 @@ fn eval(a: EvalArgs) -> Result<()> {
         };
         let path = dir.join(format!("{name}.txt"));
         let trees = read_trees(&path)?;
-        let mut engine = Engine::new(a.load.strategy);
+        let mut trained = trained;
+        trained.to_device(a.load.device)?;
+        let mut engine = Engine::on(a.load.strategy, a.load.device)?;
         let probs = trained.predict(&mut engine, &trees)?;
         let s = Scores::of(&trees, &probs);
         println!(
@@ -505,8 +522,9 @@ fn predict(a: PredictArgs) -> Result<()> {
     };
     let trees = parse_trees(&text, &name)?;
     let probs = with_threads(a.load.threads, || -> Result<_> {
-        let trained = Trained::load(&a.load.checkpoint, a.load.which)?;
-        let mut engine = Engine::new(a.load.strategy);
+        let mut trained = Trained::load(&a.load.checkpoint, a.load.which)?;
+        trained.to_device(a.load.device)?;
+        let mut engine = Engine::on(a.load.strategy, a.load.device)?;
         trained.predict(&mut engine, &trees)
     })??;
     let mut out = io::stdout().lock();
