@@ -241,6 +241,33 @@ fn every_op_runs_five_instances_in_fewer_calls_than_nodes() {
     }
 }
 
+/// On a GPU (skipped, with the reason printed, without one): every op,
+/// forward and backward, batched by Agenda and one node at a time, equals
+/// the CPU reference within the common tolerance. The device's exp / tanh
+/// (CUDA's expf, tanhf) differ from the CPU's vectorised ones by a few ulp,
+/// far inside it.
+#[test]
+fn every_op_on_the_gpu_equals_the_cpu() {
+    let Some(gpu) = common::gpu() else { return };
+    for case in &cases() {
+        let (mut store, shared, args) = setup(case);
+        let runs = [
+            common::Run::Device(Some(Strategy::Agenda), gpu),
+            common::Run::Device(None, gpu),
+        ];
+        common::check_runs(
+            &mut store,
+            |g| {
+                let outs = instances(g, case, &shared, &args);
+                let terms: Vec<Expr> = outs.iter().map(|&o| g.sum_elems(o).unwrap()).collect();
+                g.sum(&terms).unwrap()
+            },
+            &runs,
+            case.name,
+        );
+    }
+}
+
 #[test]
 fn leaves_run_no_kernel() {
     let mut rng = Lcg(5);

@@ -20,7 +20,7 @@
 
 use sheaf_autodiff::{Expr, Graph, NodeId, ParamStore, Sequential};
 use sheaf_sched::{Executor, Strategy};
-use sheaf_tensor::{Shape, Tensor};
+use sheaf_tensor::{Device, Shape, Tensor};
 
 /// Relative (and, near zero, absolute) tolerance; see the module docs.
 pub const TOL: f32 = 1e-4;
@@ -72,6 +72,22 @@ pub enum Run {
     Reference,
     /// `sheaf_sched::Executor` with a strategy.
     Batched(Strategy),
+    /// On a device (the store moved there and back): the batching
+    /// executor with a strategy, or `Sequential` for `None`.
+    Device(Option<Strategy>, Device),
+}
+
+/// The CUDA device the GPU tests run on, or `None` (and why, printed) where
+/// this build or machine has none: the tests then pass without running.
+pub fn gpu() -> Option<Device> {
+    let d = Device::Cuda(0);
+    match d.check_available() {
+        Ok(()) => Some(d),
+        Err(e) => {
+            eprintln!("skipping the GPU part: {e}");
+            None
+        }
+    }
 }
 
 impl Run {
@@ -136,6 +152,25 @@ pub fn run(g: &mut Graph, store: &mut ParamStore, loss: Expr, run: Run) -> Snaps
             e.forward(g, store, loss).unwrap();
             e.backward(g, store, loss).unwrap();
         }
+        Run::Device(st, device) => {
+            store.to_device(device).unwrap();
+            store.zero_grads().unwrap();
+            match st {
+                None => {
+                    let s = Sequential::on(device).unwrap();
+                    s.forward(g, store, loss).unwrap();
+                    s.backward(g, store, loss).unwrap();
+                }
+                Some(st) => {
+                    let mut e = Executor::on(st, device).unwrap();
+                    e.forward(g, store, loss).unwrap();
+                    e.backward(g, store, loss).unwrap();
+                }
+            }
+            let snap = snapshot(g, store);
+            store.to_device(Device::Cpu).unwrap();
+            return snap;
+        }
     }
     snapshot(g, store)
 }
@@ -181,6 +216,23 @@ pub fn assert_same(got: &Snapshot, reference: &Snapshot, g: &Graph, what: &str) 
     }
     for (i, (a, b)) in got.params.iter().zip(&reference.params).enumerate() {
         assert_close(a, b, &format!("{what}: gradient of parameter {i}"));
+    }
+}
+
+/// Builds a fresh graph with `build` for the CPU reference and for each
+/// run of `runs`, runs forward and backward, and asserts all agree.
+pub fn check_runs<F>(store: &mut ParamStore, build: F, runs: &[Run], what: &str)
+where
+    F: Fn(&mut Graph) -> Expr,
+{
+    let mut g = Graph::new();
+    let loss = build(&mut g);
+    let reference = run(&mut g, store, loss, Run::Reference);
+    for &r in runs {
+        let mut g2 = Graph::new();
+        let loss = build(&mut g2);
+        let got = run(&mut g2, store, loss, r);
+        assert_same(&got, &reference, &g2, &format!("{what} {r:?}"));
     }
 }
 
