@@ -88,6 +88,8 @@ impl Exec {
         match run {
             Run::Reference => Exec::Ref(Sequential::new()),
             Run::Batched(st) => Exec::Batched(Box::new(Executor::new(st))),
+            Run::Device(None, d) => Exec::Ref(Sequential::on(d).unwrap()),
+            Run::Device(Some(st), d) => Exec::Batched(Box::new(Executor::on(st, d).unwrap())),
         }
     }
     fn forward(&mut self, g: &mut Graph, store: &ParamStore, target: Expr) -> Vec<f32> {
