@@ -115,6 +115,13 @@ impl Report {
         }
     }
 
+    /// Sets the device (a GPU's name) of the last record added.
+    pub fn set_device(&mut self, device: &str) {
+        if let Some(r) = self.records.last_mut() {
+            r.device = device.into();
+        }
+    }
+
     /// The records so far.
     pub fn records(&self) -> &[Record] {
         &self.records

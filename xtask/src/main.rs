@@ -10,6 +10,8 @@
 //! - `cargo xtask bench kernels [--quick]`: CPU kernel figures next to the
 //!   same-run sgemm peak.
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
+//! - `cargo xtask bench-gpu [--quick]`: the GPU figures (sgemm peak, W1,
+//!   W3) on a CUDA device.
 //! - `cargo xtask build-kernels [--check]`: the CUDA kernels' PTX (needs
 //!   nvcc; see `kernels.rs`).
 
@@ -40,6 +42,17 @@ enum Task {
         #[arg(long)]
         threads: Option<String>,
         /// Extra arguments passed to the suite (e.g. a criterion filter).
+        #[arg(trailing_var_arg = true)]
+        rest: Vec<String>,
+    },
+    /// GPU benchmarks (needs a CUDA device): the cuBLAS sgemm peak, W1 at
+    /// batch 64 and 256, W3 at state 256 and 1024; figures appended to
+    /// target/bench/results.jsonl with the GPU's name.
+    BenchGpu {
+        /// Fewer trees per figure.
+        #[arg(long)]
+        quick: bool,
+        /// Extra arguments for bench-gpu (e.g. --device 1).
         #[arg(trailing_var_arg = true)]
         rest: Vec<String>,
     },
@@ -116,6 +129,22 @@ fn main() -> ExitCode {
             rest,
         } => bench(&root, suite, quick, threads.as_deref(), &rest),
         Task::BuildKernels { check } => kernels::build(&root, check),
+        Task::BenchGpu { quick, rest } => {
+            let mut args = vec![
+                "--quiet",
+                "--features",
+                "cuda",
+                "-p",
+                "sheaf-benches",
+                "--bin",
+                "bench-gpu",
+                "--",
+            ];
+            if quick {
+                args.push("--quick");
+            }
+            cargo_run(&root, &args, &rest)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
