@@ -108,6 +108,41 @@
 //! check_batching(swish.as_ref(), &instances, 0, 0.0)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## Its own CUDA kernel
+//!
+//! With the `cuda` feature, an op may run its own CUDA C on a GPU: the
+//! backend it is handed says whether it is the CUDA one
+//! (`sheaf_tensor::Backend::cuda`), and
+//! `sheaf_tensor::CudaBackend::launch_elementwise` compiles the source
+//! with NVRTC on first use (cached per kernel) and launches it over the
+//! batch's tensors, inputs then outputs then the element count. The swish
+//! above, fused into one kernel each way on the device and unchanged
+//! elsewhere (the complete op, tested against its CPU path on a GPU, is
+//! `tests/custom_op_cuda.rs`):
+//!
+//! ```ignore
+//! const SWISH_FWD: UserKernel = UserKernel {
+//!     name: "swish_fwd",
+//!     source: r#"
+//! extern "C" __global__ void swish_fwd(const float* x, float* y, float* s, unsigned long long n) {
+//!     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+//!          i < n; i += (unsigned long long)blockDim.x * gridDim.x) {
+//!         float v = 1.0f / (1.0f + expf(-x[i]));
+//!         s[i] = v;
+//!         y[i] = x[i] * v;
+//!     }
+//! }"#,
+//! };
+//!
+//! fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+//!     let aux = cx.aux.ok_or(/* ... */)?;
+//!     if let Some(cuda) = cx.backend.cuda() {
+//!         return cuda.launch_elementwise(SWISH_FWD, &[&cx.args[0]], vec![cx.out, aux]);
+//!     }
+//!     // ... the backend-generic forward above
+//! }
+//! ```
 #![forbid(unsafe_code)]
 // Op kernels return `sheaf_tensor::Result`, whose error keeps its shapes
 // inline (see that crate); `GraphError` itself boxes it.

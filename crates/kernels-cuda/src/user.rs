@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaFunction, LaunchArgs, LaunchConfig};
+use cudarc::driver::{
+    CudaFunction, CudaView, CudaViewMut, LaunchArgs, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
 use crate::error::{CudaError, Result};
@@ -68,6 +70,48 @@ impl CudaKernels {
     pub fn user_launch<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
         self.count_launch();
         self.stream().launch_builder(f)
+    }
+
+    /// Runs a user's ELEMENTWISE kernel over `n` elements: its signature
+    /// must be `extern "C" __global__ void <name>(const float* in_0, ...,
+    /// float* out_0, ..., unsigned long long n)` (inputs, then outputs, then
+    /// the count), and it must touch elements `0..n` of each pointer only
+    /// (a grid-stride loop; any launch shape must work). Every slice is
+    /// checked to hold exactly `n` elements; the signature cannot be
+    /// checked and is the user's contract.
+    pub fn launch_elementwise(
+        &self,
+        kernel: UserKernel<'_>,
+        ins: &[&CudaView<'_, f32>],
+        outs: &mut [CudaViewMut<'_, f32>],
+        n: usize,
+    ) -> Result<()> {
+        for v in ins {
+            CudaError::check_len("user kernel", "input", v.len(), n)?;
+        }
+        for v in outs.iter() {
+            CudaError::check_len("user kernel", "output", v.len(), n)?;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.user_function(kernel)?;
+        let count = n as u64;
+        let mut b = self.user_launch(&f);
+        for v in ins {
+            b.arg(*v);
+        }
+        for v in outs.iter_mut() {
+            b.arg(v);
+        }
+        b.arg(&count);
+        // SAFETY: every pointer passed covers exactly `n` elements (checked
+        // above) and the kernel's documented contract is to touch elements
+        // 0..n of each, with the signature (inputs, outputs, count) this
+        // builder follows.
+        unsafe { b.launch(self.elementwise_config(n)) }
+            .map(|_| ())
+            .map_err(CudaError::driver("user kernel"))
     }
 
     /// A grid-stride configuration for `n` elements (256 threads a block).

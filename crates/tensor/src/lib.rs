@@ -72,6 +72,10 @@ pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Result, TensorError};
 pub use shape::Shape;
+/// A user's CUDA C kernel (name and source), for
+/// [`CudaBackend::launch_elementwise`].
+#[cfg(feature = "cuda")]
+pub use sheaf_kernels_cuda::UserKernel;
 pub use storage::HOST_ALIGN;
 pub use tensor::Tensor;
 pub use tensor_mut::TensorMut;

@@ -64,4 +64,12 @@ pub trait Backend:
 
     /// Sets every element of `out` to `value` (zeroing gradient buffers).
     fn fill(&self, value: f32, out: TensorMut<'_>) -> Result<()>;
+
+    /// The CUDA backend behind this one, if it is one: how a user's op
+    /// reaches its own device kernels
+    /// ([`crate::CudaBackend::launch_elementwise`]).
+    #[cfg(feature = "cuda")]
+    fn cuda(&self) -> Option<&crate::CudaBackend> {
+        None
+    }
 }

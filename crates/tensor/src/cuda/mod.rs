@@ -56,6 +56,44 @@ impl CudaBackend {
         &self.kernels
     }
 
+    /// Runs a user's elementwise CUDA kernel (compiled with NVRTC on first
+    /// use, cached) over tensors of one shape: `kernel`'s signature is
+    /// `(const float* in_0, ..., float* out_0, ..., unsigned long long n)`
+    /// with `n` the element count, and it touches elements `0..n` only (see
+    /// [`sheaf_kernels_cuda::CudaKernels::launch_elementwise`]). Outputs
+    /// are whatever the kernel writes: overwrite or accumulate.
+    pub fn launch_elementwise(
+        &self,
+        kernel: sheaf_kernels_cuda::UserKernel<'_>,
+        inputs: &[&Tensor],
+        outputs: Vec<TensorMut<'_>>,
+    ) -> Result<()> {
+        const OP: &str = "user kernel";
+        let Some(first) = outputs.first() else {
+            return Ok(());
+        };
+        let shape = first.shape();
+        let ck = crate::check::Check(OP);
+        for t in inputs {
+            ck.expect("input", shape, t.shape())?;
+        }
+        for t in &outputs {
+            ck.expect("output", shape, t.shape())?;
+        }
+        let ins = inputs
+            .iter()
+            .map(|t| self.f32_in(OP, "input", t))
+            .collect::<Result<Vec<_>>>()?;
+        let mut outs = outputs
+            .into_iter()
+            .map(|t| self.f32_out(OP, "output", t))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&CudaView<'_, f32>> = ins.iter().collect();
+        self.kernels
+            .launch_elementwise(kernel, &refs, &mut outs, shape.numel_unchecked())
+            .map_err(cuda_err(OP))
+    }
+
     /// Waits for the device and reports a bad index value a kernel found.
     pub fn synchronize(&self) -> Result<()> {
         self.kernels.check().map_err(cuda_err("synchronize"))
@@ -131,6 +169,10 @@ impl Backend for CudaBackend {
     fn fill(&self, value: f32, out: TensorMut<'_>) -> Result<()> {
         let mut out = self.f32_out("fill", "out", out)?;
         self.kernels.fill(value, &mut out).map_err(cuda_err("fill"))
+    }
+
+    fn cuda(&self) -> Option<&CudaBackend> {
+        Some(self)
     }
 }
 
