@@ -23,4 +23,12 @@ __device__ __forceinline__ void report_index(u32* err, u32 code, u32 index, u64 
     }
 }
 
-__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+// exp(x) / (1 + exp(x)) for negative x keeps the tiny values the CPU's
+// sigmoid gives below -88 (1 / (1 + exp(-x)) rounds them to 0).
+__device__ __forceinline__ float sigmoidf_(float x) {
+    if (x < 0.0f) {
+        float t = expf(x);
+        return t / (1.0f + t);
+    }
+    return 1.0f / (1.0f + expf(-x));
+}

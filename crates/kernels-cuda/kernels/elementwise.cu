@@ -12,7 +12,7 @@
 
 UNARY(tanh_f, tanhf(v))
 UNARY(sigmoid_f, sigmoidf_(v))
-UNARY(relu_f, v > 0.0f ? v : 0.0f)
+UNARY(relu_f, v < 0.0f ? 0.0f : v)  // NaN stays NaN, as on the CPU
 UNARY(exp_f, expf(v))
 UNARY(log_f, logf(v))
 

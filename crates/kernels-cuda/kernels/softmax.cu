@@ -3,6 +3,7 @@
 #include "common.cuh"
 
 #define ERR_LABEL 3u
+#define ERR_LABEL_BWD 4u
 
 // Reduces v over the block with op; every thread gets the result.
 template <typename Op>
@@ -54,8 +55,10 @@ extern "C" __global__ void log_softmax_rows(const float* x, float* y, u32 rows, 
         const float* xr = x + (u64)r * cols;
         float m, s;
         row_stats(xr, cols, &m, &s);
-        float lse = m + logf(s);
-        for (u32 c = threadIdx.x; c < cols; c += blockDim.x) y[(u64)r * cols + c] = xr[c] - lse;
+        // (x - m) - log(s), as the CPU: m + log(s) rounded first would
+        // lose the small differences of large logits.
+        float ls = logf(s);
+        for (u32 c = threadIdx.x; c < cols; c += blockDim.x) y[(u64)r * cols + c] = (xr[c] - m) - ls;
     }
 }
 
@@ -112,7 +115,7 @@ extern "C" __global__ void nll_log_softmax_bwd(const float* probs, const u32* la
         u64 o = (u64)r * cols;
         u32 l = labels[r];
         float g = dloss[r];
-        if (l >= cols && threadIdx.x == 0) report_index(err, ERR_LABEL, l, r, cols);
+        if (l >= cols && threadIdx.x == 0) report_index(err, ERR_LABEL_BWD, l, r, cols);
         for (u32 c = threadIdx.x; c < cols; c += blockDim.x)
             dx[o + c] += g * (probs[o + c] - (c == l ? 1.0f : 0.0f));
     }

@@ -55,6 +55,7 @@ fn kernel_of_code(code: u32) -> &'static str {
         1 => "gather_rows",
         2 => "scatter_add_rows",
         3 => "nll_log_softmax",
+        4 => "nll_log_softmax_bwd",
         _ => "cuda kernel",
     }
 }
@@ -223,8 +224,11 @@ impl CudaKernels {
     }
 
     fn alloc_error(&self, e: DriverError, bytes: usize) -> CudaError {
-        if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            let free = self.ctx.mem_get_info().map(|(free, _)| free).unwrap_or(0);
+        let free = self.ctx.mem_get_info().map(|(free, _)| free).unwrap_or(0);
+        // The stream-ordered allocator may call a request past the device's
+        // size an invalid value rather than out of memory: both are
+        // "not enough memory" when the request exceeds what is free.
+        if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY || bytes > free {
             CudaError::OutOfMemory {
                 bytes,
                 ordinal: self.ordinal(),

@@ -68,7 +68,9 @@ impl CudaKernels {
             return Ok(());
         }
         let cfg = self.elementwise_config(param.len());
-        match velocity {
+        // Without momentum the velocity is neither read nor written (as on
+        // the CPU).
+        match velocity.filter(|_| mu != 0.0) {
             None => launch!(self, "sgd_step", cfg, [param, grad, &n, &lr, &wd]),
             Some(v) => {
                 CudaError::check_len("sgd_step", "velocity", v.len(), param.len())?;

@@ -48,8 +48,21 @@ impl CudaKernels {
             name: kernel.name.to_string(),
             log: e.to_string(),
         };
+        // For this device's architecture (e.g. sm_90 on an H100).
+        let arch = self.compute_capability().and_then(|cc| match cc {
+            (8, 0) => Some("sm_80"),
+            (8, 6) => Some("sm_86"),
+            (8, 7) => Some("sm_87"),
+            (8, 9) => Some("sm_89"),
+            (9, 0) => Some("sm_90"),
+            (10, 0) => Some("sm_100"),
+            (12, 0) => Some("sm_120"),
+            // NVRTC's default (a PTX the driver JIT-compiles).
+            _ => None,
+        });
         let opts = CompileOptions {
             name: Some(format!("{}.cu", kernel.name)),
+            arch,
             ..Default::default()
         };
         let ptx: Ptx = compile_ptx_with_opts(kernel.source, opts).map_err(compile)?;
@@ -117,6 +130,11 @@ impl CudaKernels {
     /// A grid-stride configuration for `n` elements (256 threads a block).
     pub fn launch_config(&self, n: usize) -> LaunchConfig {
         self.elementwise_config(n)
+    }
+
+    /// The device's compute capability, e.g. (9, 0).
+    pub fn compute_capability(&self) -> Option<(i32, i32)> {
+        self.context().compute_capability().ok()
     }
 
     pub(crate) fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
