@@ -54,7 +54,7 @@ impl Executor {
             .into());
         }
         let _span = tracing::debug_span!("backward", strategy = self.strategy.name()).entered();
-        let t0 = Instant::now();
+        let (t0, l0) = (Instant::now(), self.backend.launches());
         g.reset_grads();
         for t in self.grads.drain(..).flatten() {
             self.arena.recycle(t);
@@ -93,6 +93,7 @@ impl Executor {
         }
         self.plans = plans;
         self.stats.kernels += t0.elapsed();
+        self.stats.launches += self.backend.launches() - l0;
         self.note_memory();
         result
     }

@@ -293,11 +293,12 @@ impl Executor {
             };
             drop(_span);
             self.stats.planning += t0.elapsed();
-            let t1 = Instant::now();
+            let (t1, l1) = (Instant::now(), self.backend.launches());
             for batch in &p.batches {
                 self.run_forward(g, batch)?;
             }
             self.stats.kernels += t1.elapsed();
+            self.stats.launches += self.backend.launches() - l1;
             g.set_evaluated(end);
             self.plans.push(p);
             self.note_memory();

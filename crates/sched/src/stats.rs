@@ -37,6 +37,10 @@ pub struct PlanStats {
     pub planning: Duration,
     /// Time spent running batches (gathers included).
     pub kernels: Duration,
+    /// Device kernel launches (copies and cuBLAS calls included) of the
+    /// step's forward and backward: what decides the speed of tree models
+    /// on a GPU. 0 on the CPU, which launches nothing.
+    pub launches: u64,
     /// Forwards that reused a cached plan ([`crate::Executor::cache_plans_as`]).
     pub plan_cache_hits: usize,
     /// Bucketing: sequence steps that are padding (filled in by
@@ -81,6 +85,7 @@ impl PlanStats {
         self.arena_peak_bytes = self.arena_peak_bytes.max(o.arena_peak_bytes);
         self.planning += o.planning;
         self.kernels += o.kernels;
+        self.launches += o.launches;
         self.plan_cache_hits += o.plan_cache_hits;
         self.padded_steps += o.padded_steps;
         self.total_steps += o.total_steps;
@@ -105,6 +110,9 @@ impl fmt::Display for PlanStats {
             self.planning,
             self.kernels
         )?;
+        if self.launches > 0 {
+            writeln!(f, "  device: {} kernel launches", self.launches)?;
+        }
         if self.total_steps > 0 || self.plan_cache_hits > 0 {
             writeln!(
                 f,

@@ -65,6 +65,12 @@ pub trait Backend:
     /// Sets every element of `out` to `value` (zeroing gradient buffers).
     fn fill(&self, value: f32, out: TensorMut<'_>) -> Result<()>;
 
+    /// Device kernel launches since the backend was created (0 where
+    /// nothing is launched: the CPU); differences count a step's launches.
+    fn launches(&self) -> u64 {
+        0
+    }
+
     /// The CUDA backend behind this one, if it is one: how a user's op
     /// reaches its own device kernels
     /// ([`crate::CudaBackend::launch_elementwise`]).

@@ -174,6 +174,10 @@ impl Backend for CudaBackend {
     fn cuda(&self) -> Option<&CudaBackend> {
         Some(self)
     }
+
+    fn launches(&self) -> u64 {
+        self.kernels.launches()
+    }
 }
 
 /// Device memory of a tensor: 4-byte words (every dtype's size) on
