@@ -12,6 +12,8 @@
 //! - `cargo xtask bench criterion [FILTER]`: the criterion micro-benches.
 //! - `cargo xtask bench-gpu [--quick]`: the GPU figures (sgemm peak, W1,
 //!   W3) on a CUDA device.
+//! - `cargo xtask gpu-bundle`: GPU tests and benchmarks packed for a GPU
+//!   machine without a Rust toolchain (`gpu-bundle/run.sh`).
 //! - `cargo xtask build-kernels [--check]`: the CUDA kernels' PTX (needs
 //!   nvcc; see `kernels.rs`).
 
@@ -19,6 +21,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+mod gpu;
 mod kernels;
 
 #[derive(Parser)]
@@ -56,6 +59,9 @@ enum Task {
         #[arg(trailing_var_arg = true)]
         rest: Vec<String>,
     },
+    /// Release builds of the GPU tests, bench-gpu and sst with a run
+    /// script, in gpu-bundle/, for a GPU machine without a Rust toolchain.
+    GpuBundle,
     /// Compile crates/kernels-cuda/kernels/*.cu to the committed PTX.
     BuildKernels {
         /// Also assemble each PTX with ptxas for sm_80 and sm_90.
@@ -129,6 +135,7 @@ fn main() -> ExitCode {
             rest,
         } => bench(&root, suite, quick, threads.as_deref(), &rest),
         Task::BuildKernels { check } => kernels::build(&root, check),
+        Task::GpuBundle => gpu::bundle(&root),
         Task::BenchGpu { quick, rest } => {
             let mut args = vec![
                 "--quiet",
