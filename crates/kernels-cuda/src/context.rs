@@ -171,6 +171,13 @@ impl CudaKernels {
         self.err.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Makes this device's context current on the calling thread: cuBLAS
+    /// calls need it (cudarc binds it itself for launches and copies), and
+    /// executors may run on any thread.
+    pub(crate) fn bind(&self, kernel: &'static str) -> Result<()> {
+        self.ctx.bind_to_thread().map_err(CudaError::driver(kernel))
+    }
+
     pub(crate) fn count_launch(&self) {
         self.launches.fetch_add(1, Ordering::Relaxed);
     }

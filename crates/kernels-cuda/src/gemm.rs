@@ -64,6 +64,7 @@ impl CudaKernels {
         } else {
             cublasMath_t::CUBLAS_DEFAULT_MATH
         };
+        self.bind("set_tf32")?;
         // SAFETY: the handle is this struct's live cuBLAS handle; setting
         // its math mode touches no memory.
         unsafe { cudarc::cublas::sys::cublasSetMathMode(*self.blas.handle(), mode) }
@@ -94,6 +95,7 @@ impl CudaKernels {
         if m == 0 || n == 0 {
             return Ok(());
         }
+        self.bind(K)?;
         self.count_launch();
         // SAFETY: `gemm_config` checked that a, b and c hold every element
         // the product addresses with these sizes and leading dimensions.
@@ -142,6 +144,7 @@ impl CudaKernels {
             stride_b: stride_a as i64,
             stride_c: stride_c as i64,
         };
+        self.bind(K)?;
         self.count_launch();
         // SAFETY: the last of the `batch` products (the farthest from each
         // base) was checked to lie inside a, b and c, so every product does.
