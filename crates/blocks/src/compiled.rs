@@ -93,6 +93,14 @@ where
         self
     }
 
+    /// Runs graphs with `executor` from now on: e.g.
+    /// `Executor::on(Strategy::Agenda, Device::Cuda(0))?` for a GPU (the
+    /// store's parameters must be there: `ParamStore::to_device`).
+    pub fn with_executor(mut self, executor: Executor) -> Self {
+        self.executor = executor;
+        self
+    }
+
     /// The output type of the model.
     pub fn output_type(&self) -> &Ty {
         &self.out

@@ -88,6 +88,13 @@ impl Bucketing {
         })
     }
 
+    /// Runs the buckets with `exec` from now on: another strategy, or an
+    /// executor on a device ([`Executor::on`]).
+    pub fn with_executor(mut self, exec: Executor) -> Self {
+        self.exec = exec;
+        self
+    }
+
     /// The spacing of the boundaries.
     pub fn spacing(&self) -> f64 {
         self.spacing
