@@ -38,6 +38,11 @@ fn main() {
     let peak1 = sgemm_peak_gflops(1, budget);
     let peak2 = sgemm_peak_gflops(2, budget);
     println!("sgemm peak (matrixmultiply 1024^3): {peak1:.1} GFLOP/s at 1 thread, {peak2:.1} at 2 threads\n");
+    let x = sheaf_kernels_cpu::CpuKernels::new().gemm_crossovers();
+    println!(
+        "small-row tiles beat matrixmultiply up to (measured this run): {} rows (B as stored), {} (A transposed), {} (B transposed)\n",
+        x.nn, x.tn, x.bt
+    );
     for (threads, peak) in [(1, peak1), (2, peak2)] {
         report.add(
             "kernels",

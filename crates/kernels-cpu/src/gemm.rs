@@ -22,6 +22,9 @@
 
 use rayon::prelude::*;
 
+mod crossover;
+pub use crossover::Crossovers;
+
 #[cfg(target_arch = "x86_64")]
 use crate::simd::avx2::gemm as avx2;
 use crate::{CpuKernels, Isa, KernelError, Result};
@@ -50,8 +53,10 @@ pub const SMALL_K: usize = 16;
 pub const SMALL_N_BT: usize = 16;
 
 /// With AVX2 the register tiles beat matrixmultiply well past 16 rows
-/// while B stays within about L2 (at most this many elements, 1 MiB);
-/// measured crossovers (x 300 x 450): B as stored up to 64 rows (NN
+/// while B stays within about L2 (at most this many elements, 1 MiB).
+/// How far is measured per machine ([`Crossovers`], `gemm/crossover.rs`);
+/// the constants are the Zen 3's figures, used with
+/// `SHEAF_GEMM_CROSSOVER=fixed` (x 300 x 450): B as stored up to 64 rows (NN
 /// 17 rows: 86 GFLOP/s against 48, 64 rows: 87 against 79), A transposed up
 /// to 24 (TN 17: 75 against 48; 32: 70 against 74). With B transposed the
 /// kernel reads whole rows of B, so its limit (48 rows: 72 against 68)
@@ -354,13 +359,14 @@ impl CpuKernels {
             return Ok(());
         }
         let avx2 = self.isa() == Isa::Avx2;
+        // The crossovers are measured only when a product could take either
+        // path (more than SMALL_M rows).
+        let wide = || crossover::get();
         let rows_limit = match (g.ta, g.tb) {
-            _ if !avx2 => SMALL_M,
-            (_, Transpose::Yes) => WIDE_ROWS_BT,
-            (Transpose::No, Transpose::No) if g.k.saturating_mul(g.n) <= WIDE_B_MAX => WIDE_ROWS_NN,
-            (Transpose::Yes, Transpose::No) if g.k.saturating_mul(g.n) <= WIDE_B_MAX => {
-                WIDE_ROWS_TN
-            }
+            _ if !avx2 || g.m <= SMALL_M => SMALL_M,
+            (_, Transpose::Yes) => wide().bt,
+            (Transpose::No, Transpose::No) if g.k.saturating_mul(g.n) <= WIDE_B_MAX => wide().nn,
+            (Transpose::Yes, Transpose::No) if g.k.saturating_mul(g.n) <= WIDE_B_MAX => wide().tn,
             _ => SMALL_M,
         };
         let narrow_bt = g.tb == Transpose::Yes && g.n <= SMALL_N_BT;
@@ -370,6 +376,12 @@ impl CpuKernels {
         } else {
             matrixmultiply_leaf(g, a, b, c)
         }
+    }
+
+    /// The row limits of the hand-written AVX2 path on this machine
+    /// (measured on first use; see [`Crossovers`]).
+    pub fn gemm_crossovers(&self) -> Crossovers {
+        crossover::get()
     }
 
     /// The hand-written path; `g` has been checked against the slices.

@@ -495,3 +495,18 @@ fn errors_not_panics() {
         assert_eq!(c1, vec![2.0; 3]);
     }
 }
+
+/// The measured crossovers are among the candidates, never below the
+/// always-small limit; `fixed` gives the Zen 3 table.
+#[test]
+fn crossovers_are_measured_within_the_candidates() {
+    let x = CpuKernels::new().gemm_crossovers();
+    for limit in [x.nn, x.tn, x.bt] {
+        assert!(
+            [16, 24, 32, 48, 64, 96, 128, 192, 256].contains(&limit),
+            "crossover {limit} of {x:?}"
+        );
+    }
+    let fixed = sheaf_kernels_cpu::gemm::Crossovers::FIXED;
+    assert_eq!((fixed.nn, fixed.tn, fixed.bt), (64, 24, 48));
+}

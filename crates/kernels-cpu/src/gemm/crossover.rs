@@ -1,0 +1,107 @@
+//! Where the hand-written register tiles stop beating matrixmultiply,
+//! measured once per process on the machine it runs on.
+//!
+//! The crossovers depend on the CPU (on an AVX-512 Xeon matrixmultiply's
+//! wider kernel wins from 16 rows on; on the Zen 3 the AVX2 tiles win up to
+//! 64), so they are not constants: the first product that could take
+//! either path times both, for each transpose case, at `m x 300 x 450`
+//! (the size class of the tree models' weights) for `m` in 16, 24, 32, 48,
+//! 64, 96, 128, 192, 256, and keeps the largest `m` up to which the tiles are at
+//! least 5% faster. About 40 ms, once. `SHEAF_GEMM_CROSSOVER=fixed` skips
+//! it and uses the limits measured on the Zen 3 (results then do not vary
+//! in their last bits from process to process with the timing).
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use super::{
+    matrixmultiply_leaf, Gemm, Transpose, SMALL_M, WIDE_ROWS_BT, WIDE_ROWS_NN, WIDE_ROWS_TN,
+};
+use crate::{CpuKernels, Isa};
+
+/// Row limits of the AVX2 tiles per transpose case (B as stored, A
+/// transposed, B transposed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crossovers {
+    pub nn: usize,
+    pub tn: usize,
+    pub bt: usize,
+}
+
+impl Crossovers {
+    /// The limits measured on the 2-core Zen 3 (see the constants).
+    pub const FIXED: Crossovers = Crossovers {
+        nn: WIDE_ROWS_NN,
+        tn: WIDE_ROWS_TN,
+        bt: WIDE_ROWS_BT,
+    };
+}
+
+const CANDIDATES: [usize; 9] = [16, 24, 32, 48, 64, 96, 128, 192, 256];
+const K: usize = 300;
+const N: usize = 450;
+
+/// This process's crossovers, measured on first use.
+pub(crate) fn get() -> Crossovers {
+    static CAL: OnceLock<Crossovers> = OnceLock::new();
+    *CAL.get_or_init(|| match std::env::var("SHEAF_GEMM_CROSSOVER").as_deref() {
+        Ok("fixed") => Crossovers::FIXED,
+        _ => measure(),
+    })
+}
+
+fn measure() -> Crossovers {
+    let Some(k) = CpuKernels::with_isa(Isa::Avx2) else {
+        return Crossovers::FIXED; // the tiles need AVX2; the limits are unused
+    };
+    let a = vec![0.5f32; CANDIDATES[CANDIDATES.len() - 1] * K];
+    let b = vec![0.25f32; K * N];
+    let mut c = vec![0.0f32; CANDIDATES[CANDIDATES.len() - 1] * N];
+    let mut limit = |ta: Transpose, tb: Transpose| {
+        let mut best = SMALL_M;
+        for &m in &CANDIDATES {
+            let g = Gemm {
+                ta,
+                tb,
+                m,
+                n: N,
+                k: K,
+                alpha: 1.0,
+                beta: 0.0,
+                lda: if ta == Transpose::No { K } else { m },
+                ldb: if tb == Transpose::No { N } else { K },
+                ldc: N,
+            };
+            let tiles = best_of(|| k.small(&g, &a, &b, &mut c));
+            let library = best_of(|| {
+                // The shapes are valid by construction: it cannot fail.
+                let _ = matrixmultiply_leaf(&g, &a, &b, &mut c);
+            });
+            // A 5% margin: where the two are level (a flat stretch, as on
+            // Zen 4 from 32 to 256 rows) timing noise must not decide, and
+            // matrixmultiply, the better-tuned kernel, keeps it.
+            if tiles > 0.95 * library {
+                break;
+            }
+            best = m;
+        }
+        best
+    };
+    Crossovers {
+        nn: limit(Transpose::No, Transpose::No),
+        tn: limit(Transpose::Yes, Transpose::No),
+        bt: limit(Transpose::No, Transpose::Yes),
+    }
+}
+
+/// The fastest of five timed calls, after one untimed.
+fn best_of(mut f: impl FnMut()) -> f64 {
+    f();
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
