@@ -86,31 +86,23 @@ enum Half {
     H = 1,
 }
 
-/// Rows of half `which` in a batch of `b` states seen as `[2b, H]`.
-fn half_rows(be: &dyn Backend, b: usize, which: Half) -> KResult<Tensor> {
-    let idx = (0..b)
-        .map(|r| {
-            u32::try_from(2 * r + which as usize).map_err(|_| TensorError::InvalidArgument {
-                op: "cell state",
-                arg: "batch",
-                reason: "has more rows than u32 indices address",
-            })
-        })
-        .collect::<KResult<Vec<u32>>>()?;
-    Tensor::from_vec(idx, [b])?.to_device(be.device())
-}
-
 /// Half `which` of a batch of states `[b, 2H]`, as `[b, H]`: a view when
-/// `b == 1`, else a gathered copy.
+/// `b == 1`, else its column block copied out (one `copy_cols`).
 fn half(be: &dyn Backend, states: &Tensor, h: usize, which: Half) -> KResult<Tensor> {
     let b = states.num_rows();
-    let pairs = states.reshape([2 * b, h])?;
     let w = which as usize;
     if b == 1 {
-        return pairs.rows(w..w + 1);
+        return states.reshape([2, h])?.rows(w..w + 1);
     }
     let mut out = Tensor::zeros([b, h], DType::F32, be.device())?;
-    be.gather_rows(&pairs, &half_rows(be, b, which)?, out.view_mut()?)?;
+    be.copy_cols(
+        &states.reshape([b, 2 * h])?,
+        w * h,
+        out.view_mut()?,
+        0,
+        h,
+        false,
+    )?;
     Ok(out)
 }
 
@@ -123,12 +115,8 @@ fn add_to_half(
     which: Half,
 ) -> KResult<()> {
     let b = g.num_rows();
-    let pairs = dstates.reshape([2 * b, h])?;
-    let w = which as usize;
-    if b == 1 {
-        return be.axpy(1.0, g, pairs.into_rows_mut(w..w + 1)?);
-    }
-    be.scatter_add_rows(g, &half_rows(be, b, which)?, pairs)
+    let dstates = dstates.reshape([b, 2 * h])?;
+    be.copy_cols(&g.reshape([b, h])?, 0, dstates, which as usize * h, h, true)
 }
 
 /// Runs a cell kernel `f(c, h)` whose outputs are the two halves of the
@@ -141,7 +129,7 @@ fn write_states(
     f: impl FnOnce(TensorMut<'_>, TensorMut<'_>) -> KResult<()>,
 ) -> KResult<()> {
     let b = out.num_rows();
-    let mut pairs = out.reshape([2 * b, h])?;
+    let pairs = out.reshape([2 * b, h])?;
     if b == 1 {
         let (c, hh) = pairs.into_split_rows(1)?;
         return f(c, hh);
@@ -149,9 +137,9 @@ fn write_states(
     let mut c = Tensor::zeros([b, h], DType::F32, be.device())?;
     let mut hh = Tensor::zeros([b, h], DType::F32, be.device())?;
     f(c.view_mut()?, hh.view_mut()?)?;
-    be.fill(0.0, pairs.reborrow())?;
-    be.scatter_add_rows(&c, &half_rows(be, b, Half::C)?, pairs.reborrow())?;
-    be.scatter_add_rows(&hh, &half_rows(be, b, Half::H)?, pairs)
+    let mut states = pairs.reshape([b, 2 * h])?;
+    be.copy_cols(&c, 0, states.reborrow(), 0, h, false)?;
+    be.copy_cols(&hh, 0, states, h, h, false)
 }
 
 /// Where a backward kernel accumulates the gradient of a state argument's
@@ -576,11 +564,8 @@ impl Op for StateHalf {
             return Err(bad_args(self.name()));
         };
         let (b, h) = (cx.out.num_rows(), cx.out.row_len());
-        let pairs = states.reshape([2 * b, h])?;
-        if b == 1 {
-            return be.copy_rows(&pairs, self.0 as usize, cx.out, 0, 1);
-        }
-        be.gather_rows(&pairs, &half_rows(be, b, self.0)?, cx.out)
+        let states = states.reshape([b, 2 * h])?;
+        be.copy_cols(&states, self.0 as usize * h, cx.out, 0, h, false)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, dout) = (cx.backend, cx.dout);
