@@ -9,7 +9,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr,
-    DriverError, LaunchConfig, ValidAsZeroBits,
+    DriverError, LaunchConfig, PinnedHostSlice, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -38,7 +38,25 @@ pub struct CudaKernels {
     launches: AtomicU64,
     deterministic: AtomicBool,
     pub(crate) user: crate::user::UserKernels,
+    staging: Mutex<Staging>,
 }
+
+/// Page-locked buffers for small uploads (index, label and mask tensors,
+/// one or more per batch): a copy from pageable memory may make the host
+/// wait for the stream, one from page-locked memory does not. Buffers come
+/// in power-of-two sizes, [`STAGING_DEPTH`] per size, used round robin;
+/// cudarc records an event after each copy and makes the next writer of a
+/// buffer wait for it, so a buffer is never rewritten while its copy is
+/// pending.
+#[derive(Default)]
+struct Staging {
+    rings: HashMap<usize, (Vec<PinnedHostSlice<f32>>, usize)>,
+}
+
+/// Uploads up to this many elements go through [`Staging`].
+pub const STAGING_MAX: usize = 1 << 16;
+const STAGING_MIN: usize = 1 << 8;
+const STAGING_DEPTH: usize = 8;
 
 impl std::fmt::Debug for CudaKernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,6 +145,7 @@ impl CudaKernels {
             launches: AtomicU64::new(0),
             deterministic: AtomicBool::new(false),
             user: crate::user::UserKernels::default(),
+            staging: Mutex::new(Staging::default()),
         })
     }
 
@@ -255,6 +274,53 @@ impl CudaKernels {
                 .memcpy_htod(data, &mut dst)
                 .map_err(CudaError::driver("upload"))?;
         }
+        Ok(dst)
+    }
+
+    /// A device copy of `data` (at most [`STAGING_MAX`] elements) made
+    /// through page-locked staging, so that the host does not wait for the
+    /// stream. The slice returned holds `data` first and may be longer (its
+    /// size class); the rest is unspecified.
+    pub fn upload_staged(&self, data: &[f32]) -> Result<CudaSlice<f32>> {
+        const K: &str = "upload";
+        if data.len() > STAGING_MAX {
+            return Err(CudaError::Invalid {
+                kernel: K,
+                what: format!(
+                    "{} elements: staged uploads hold at most {STAGING_MAX}",
+                    data.len()
+                ),
+            });
+        }
+        let class = data.len().next_power_of_two().max(STAGING_MIN);
+        let mut staging = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        let (ring, next) = staging.rings.entry(class).or_default();
+        if ring.len() < STAGING_DEPTH {
+            // SAFETY: the buffer is zero-filled right below, before any
+            // reference to its elements exists.
+            let mut buf =
+                unsafe { self.ctx.alloc_pinned::<f32>(class) }.map_err(CudaError::driver(K))?;
+            let ptr = buf.as_mut_ptr().map_err(CudaError::driver(K))?;
+            // SAFETY: `ptr` addresses `class` f32s of this fresh page-locked
+            // allocation, owned by `buf` and aliased by nothing else.
+            unsafe { std::ptr::write_bytes(ptr, 0, class) };
+            ring.push(buf);
+        }
+        let slot = *next % ring.len();
+        *next = (*next + 1) % STAGING_DEPTH;
+        let buf = &mut ring[slot];
+        // Waits (in the rare case it is still pending) for this buffer's
+        // previous copy.
+        buf.as_mut_slice().map_err(CudaError::driver(K))?[..data.len()].copy_from_slice(data);
+        // SAFETY: the whole allocation is overwritten by the copy below
+        // before anything reads it (copies and kernels are ordered on the
+        // one stream).
+        let mut dst = unsafe { self.stream.alloc::<f32>(class) }
+            .map_err(|e| self.alloc_error(e, class * 4))?;
+        self.count_launch();
+        self.stream
+            .memcpy_htod(&*buf, &mut dst)
+            .map_err(CudaError::driver(K))?;
         Ok(dst)
     }
 

@@ -31,7 +31,7 @@ mod softmax;
 mod user;
 
 pub use context::{
-    as_u32, device_count, driver_present, narrow_view_mut, split_view_mut, CudaKernels,
+    as_u32, device_count, driver_present, narrow_view_mut, split_view_mut, CudaKernels, STAGING_MAX,
 };
 pub use cudarc::driver::{
     CudaFunction, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,

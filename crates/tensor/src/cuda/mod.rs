@@ -198,9 +198,15 @@ impl CudaStorage {
     /// A device copy of `words`.
     pub(crate) fn upload(ordinal: usize, words: &[u32]) -> Result<CudaStorage> {
         let k = &CudaBackend::global(ordinal)?.kernels;
-        let data = k
-            .upload::<f32>(bytemuck::cast_slice(words))
-            .map_err(cuda_err("to_device"))?;
+        let words: &[f32] = bytemuck::cast_slice(words);
+        // Small uploads (a batch's indices, labels, masks) go through
+        // page-locked staging: the host does not wait for the stream.
+        let data = if words.len() <= sheaf_kernels_cuda::STAGING_MAX {
+            k.upload_staged(words)
+        } else {
+            k.upload::<f32>(words)
+        }
+        .map_err(cuda_err("to_device"))?;
         Ok(CudaStorage { data, ordinal })
     }
 
