@@ -320,8 +320,21 @@ impl Trainer {
     /// executor is rebuilt for it. A run's device is not part of its saved
     /// state: a run trained on a GPU resumes on the CPU and vice versa.
     pub fn to_device(&mut self, device: Device) -> Result<()> {
+        let exec = self.state.train.exec;
+        let engine = Engine::on(exec, device)?;
+        let blocks_exec = match self.blocks {
+            Some(_) => Some(
+                sheaf_sched::Executor::on(exec.strategy(), device)
+                    .map_err(|e| Error::Config(format!("device: {e}")))?,
+            ),
+            None => None,
+        };
         self.store.to_device(device)?;
-        self.engine = Engine::on(self.state.train.exec, device)?;
+        self.engine = engine;
+        // The blocks-written model runs its graphs with its own executor.
+        if let (Some((compiled, phrases)), Some(x)) = (self.blocks.take(), blocks_exec) {
+            self.blocks = Some((compiled.with_executor(x), phrases));
+        }
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr,
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr,
     DriverError, LaunchConfig, PinnedHostSlice, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
@@ -44,13 +44,20 @@ pub struct CudaKernels {
 /// Page-locked buffers for small uploads (index, label and mask tensors,
 /// one or more per batch): a copy from pageable memory may make the host
 /// wait for the stream, one from page-locked memory does not. Buffers come
-/// in power-of-two sizes, [`STAGING_DEPTH`] per size, used round robin;
-/// cudarc records an event after each copy and makes the next writer of a
-/// buffer wait for it, so a buffer is never rewritten while its copy is
-/// pending.
+/// in power-of-two sizes, [`STAGING_DEPTH`] per size, used round robin.
+/// Each slot records an event after its copy and the next writer of the
+/// slot waits for it, so a buffer is never rewritten while its copy is
+/// pending (cudarc records the pinned buffer's own event only once a
+/// second stream exists; this context has one).
 #[derive(Default)]
 struct Staging {
-    rings: HashMap<usize, (Vec<PinnedHostSlice<f32>>, usize)>,
+    rings: HashMap<usize, (Vec<Slot>, usize)>,
+}
+
+/// A staging buffer and the event after its last copy.
+struct Slot {
+    buf: PinnedHostSlice<f32>,
+    copied: Option<CudaEvent>,
 }
 
 /// Uploads up to this many elements go through [`Staging`].
@@ -114,6 +121,10 @@ impl CudaKernels {
         }
         const K: &str = "open device";
         let ctx = CudaContext::new(ordinal).map_err(CudaError::driver(K))?;
+        // SAFETY: everything of this context runs on its one stream (the
+        // default stream below), so cross-stream synchronisation, which the
+        // per-allocation events of event tracking exist for, never arises.
+        unsafe { ctx.disable_event_tracking() };
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone())
             .map_err(|source| CudaError::Blas { kernel: K, source })?;
@@ -304,13 +315,16 @@ impl CudaKernels {
             // SAFETY: `ptr` addresses `class` f32s of this fresh page-locked
             // allocation, owned by `buf` and aliased by nothing else.
             unsafe { std::ptr::write_bytes(ptr, 0, class) };
-            ring.push(buf);
+            ring.push(Slot { buf, copied: None });
         }
         let slot = *next % ring.len();
         *next = (*next + 1) % STAGING_DEPTH;
-        let buf = &mut ring[slot];
-        // Waits (in the rare case it is still pending) for this buffer's
-        // previous copy.
+        let Slot { buf, copied } = &mut ring[slot];
+        // This slot's previous copy must be done before the host rewrites it
+        // (normally long done: it was STAGING_DEPTH uploads ago).
+        if let Some(ev) = copied.take() {
+            ev.synchronize().map_err(CudaError::driver(K))?;
+        }
         buf.as_mut_slice().map_err(CudaError::driver(K))?[..data.len()].copy_from_slice(data);
         // SAFETY: the whole allocation is overwritten by the copy below
         // before anything reads it (copies and kernels are ordered on the
@@ -321,6 +335,11 @@ impl CudaKernels {
         self.stream
             .memcpy_htod(&*buf, &mut dst)
             .map_err(CudaError::driver(K))?;
+        *copied = Some(
+            self.stream
+                .record_event(None)
+                .map_err(CudaError::driver(K))?,
+        );
         Ok(dst)
     }
 
@@ -369,6 +388,8 @@ impl CudaKernels {
         self.stream
             .synchronize()
             .map_err(CudaError::driver("synchronize"))?;
+        // Errors cudarc could not return (a failed free in a drop).
+        self.ctx.check_err().map_err(CudaError::driver("free"))?;
         let mut err = self.error_word();
         let mut word = [0u32; 4];
         self.stream

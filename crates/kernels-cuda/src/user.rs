@@ -48,15 +48,17 @@ impl CudaKernels {
             name: kernel.name.to_string(),
             log: e.to_string(),
         };
-        // For this device's architecture (e.g. sm_90 on an H100).
+        // PTX for this device's architecture (compute_90 on an H100): a
+        // virtual target, so NVRTC yields PTX (a real sm_ target yields a
+        // cubin).
         let arch = self.compute_capability().and_then(|cc| match cc {
-            (8, 0) => Some("sm_80"),
-            (8, 6) => Some("sm_86"),
-            (8, 7) => Some("sm_87"),
-            (8, 9) => Some("sm_89"),
-            (9, 0) => Some("sm_90"),
-            (10, 0) => Some("sm_100"),
-            (12, 0) => Some("sm_120"),
+            (8, 0) => Some("compute_80"),
+            (8, 6) => Some("compute_86"),
+            (8, 7) => Some("compute_87"),
+            (8, 9) => Some("compute_89"),
+            (9, 0) => Some("compute_90"),
+            (10, 0) => Some("compute_100"),
+            (12, 0) => Some("compute_120"),
             // NVRTC's default (a PTX the driver JIT-compiles).
             _ => None,
         });
