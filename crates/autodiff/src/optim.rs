@@ -10,7 +10,7 @@
 //! ("lazy" updates, as in sparse Adam). Anything written densely is
 //! updated densely.
 
-use sheaf_tensor::{Adagrad, Adam, Backend, DType, Device, Sgd, Tensor, TensorMut};
+use sheaf_tensor::{Adagrad, Adam, Backend, DType, Device, Sgd, Tensor, TensorMut, Transpose};
 
 use crate::error::{GraphError, Result};
 use crate::params::{zero_acc, Param, ParamStore};
@@ -376,11 +376,19 @@ fn sum_squares(grad: &Tensor, rows: Option<&[u32]>) -> sheaf_tensor::Result<f64>
             &picked
         }
     };
+    // <g, g> as a 1 x 1 product: cuBLAS splits the long inner dimension
+    // over the device (a row sum of one row would run in one block).
     let flat = g.reshape([1, g.numel()])?;
-    let mut sq = Tensor::zeros(flat.shape(), DType::F32, g.device())?;
-    be.binary(sheaf_tensor::Binary::Mul, &flat, &flat, sq.view_mut()?)?;
-    let mut total = Tensor::zeros([1], DType::F32, g.device())?;
-    be.row_sums(&sq, total.view_mut()?)?;
+    let mut total = Tensor::zeros([1, 1], DType::F32, g.device())?;
+    be.matmul(
+        &flat,
+        Transpose::No,
+        &flat,
+        Transpose::Yes,
+        1.0,
+        0.0,
+        total.view_mut()?,
+    )?;
     Ok(f64::from(total.to_vec::<f32>()?[0]))
 }
 
