@@ -97,13 +97,14 @@ fn sequence_ops_batch_over_mixed_lengths() {
     check_batching(g.op(last), &nonzero, 0, 0.0).unwrap_or_else(|m| panic!("{m}"));
 }
 
-/// Whatever the padding rows hold, the results are those of the unpadded
-/// sequence; a mistake (reading row `len` instead of `len - 1`) would fail.
+/// Whatever the padding rows hold (inf and NaN included, which a masked
+/// product would spread), the results are those of the unpadded sequence;
+/// a mistake (reading row `len` instead of `len - 1`) would fail.
 #[test]
 fn padding_does_not_change_results() {
     let short = tensor(&[3, 2], 1.0);
     let mut padded = short.to_vec::<f32>().unwrap();
-    padded.extend([99.0, -99.0, 42.0, 42.0]);
+    padded.extend([f32::INFINITY, f32::NAN, 42.0, f32::NEG_INFINITY]);
     let padded = Tensor::from_vec(padded, [5, 2]).unwrap();
     let mut g = Graph::new();
     let (s, p) = (g.input(short), g.input(padded));

@@ -13,7 +13,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, Tensor, TensorError};
+use sheaf_tensor::{Backend, DType, Shape, Tensor, TensorError, Transpose};
 
 use crate::error::{GraphError, Result};
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -89,100 +89,174 @@ impl Op for Seq {
     }
 
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        if super::host::needed(cx.backend) {
-            return super::host::forward(self, cx);
-        }
         let name = self.name();
         let [x] = cx.args else {
             return Err(bad_args(name));
         };
         let (t_len, w) = steps(name, x)?;
-        let xs = x.as_slice::<f32>()?;
-        let out = cx.out.into_mut_slice::<f32>()?;
         let b = cx.data.len();
-        if xs.len() != b * t_len * w {
-            return Err(bad_args(name));
+        let be = cx.backend;
+        if b * t_len * w == 0 {
+            // No elements: only a sum has an output (of zeros).
+            return match self {
+                Seq::Sum => be.fill(0.0, cx.out),
+                _ => Ok(()),
+            };
         }
-        let fill = f32::from_bits(cx.attr as u32);
-        for (r, &len) in cx.data.iter().enumerate() {
-            let len = (len as usize).min(t_len);
-            let xr = &xs[r * t_len * w..(r + 1) * t_len * w];
-            match self {
-                Seq::Last => {
-                    let dst = out
-                        .get_mut(r * w..(r + 1) * w)
-                        .ok_or_else(|| bad_args(name))?;
-                    let start = len.saturating_sub(1) * w;
-                    dst.copy_from_slice(&xr[start..start + w]);
+        let rows = x.reshape([b * t_len, w])?;
+        let lens = lengths(cx.data, t_len);
+        match self {
+            Seq::Last => {
+                let idx = index(
+                    be,
+                    lens.iter()
+                        .enumerate()
+                        .map(|(r, &l)| r * t_len + l.max(1) - 1),
+                )?;
+                be.gather_rows(&rows, &idx, cx.out.reshape([b, w])?)
+            }
+            Seq::Reverse => {
+                let idx = index(be, self.sources(&lens, t_len).map(|s| s.unwrap_or(0)))?;
+                be.gather_rows(&rows, &idx, cx.out.reshape([b * t_len, w])?)
+            }
+            Seq::Mask => {
+                let fill = f32::from_bits(cx.attr as u32);
+                let mut out = cx.out.reshape([b * t_len, w])?;
+                be.copy_rows(&rows, 0, out.reborrow(), 0, b * t_len)?;
+                // Each instance's padding is one run of rows.
+                for (r, &l) in lens.iter().enumerate().filter(|(_, &l)| l < t_len) {
+                    be.fill(fill, out.rows_mut(r * t_len + l..(r + 1) * t_len)?)?;
                 }
-                Seq::Sum => {
-                    let dst = out.get_mut(r).ok_or_else(|| bad_args(name))?;
-                    *dst = xr[..len * w].iter().sum();
-                }
-                Seq::Mask | Seq::Reverse => {
-                    let or = out
-                        .get_mut(r * t_len * w..(r + 1) * t_len * w)
-                        .ok_or_else(|| bad_args(name))?;
-                    for (t, dst) in or.chunks_exact_mut(w.max(1)).enumerate() {
-                        match source(self, t, len) {
-                            Some(s) => dst.copy_from_slice(&xr[s * w..(s + 1) * w]),
-                            None => dst.fill(fill),
-                        }
-                    }
-                }
+                Ok(())
+            }
+            Seq::Sum => {
+                // The valid rows only (padding may hold anything, inf and
+                // NaN included): their sums, then added per instance.
+                let (valid, owner) = valid_rows(be, &lens, t_len)?;
+                let n = valid.num_rows();
+                let mut picked = Tensor::zeros([n, w], DType::F32, be.device())?;
+                be.gather_rows(&rows, &valid, picked.view_mut()?)?;
+                let mut sums = Tensor::zeros([n, 1], DType::F32, be.device())?;
+                be.row_sums(&picked, sums.view_mut()?.reshape([n])?)?;
+                let mut out = cx.out.reshape([b, 1])?;
+                be.fill(0.0, out.reborrow())?;
+                be.scatter_add_rows(&sums, &owner, out)
             }
         }
-        Ok(())
     }
 
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        if super::host::needed(cx.backend) {
-            return super::host::backward(self, cx);
-        }
         let name = self.name();
         let [x] = cx.args else {
             return Err(bad_args(name));
         };
         let (t_len, w) = steps(name, x)?;
-        let dy = cx.dout.as_slice::<f32>()?;
+        let b = cx.data.len();
+        let be = cx.backend;
         let Some(Some(dx)) = cx.dargs.first_mut() else {
             return Ok(());
         };
-        let dx = dx.as_mut_slice::<f32>()?;
-        if dx.len() != cx.data.len() * t_len * w {
-            return Err(bad_args(name));
+        if b * t_len * w == 0 {
+            return Ok(());
         }
-        for (r, &len) in cx.data.iter().enumerate() {
-            let len = (len as usize).min(t_len);
-            let dxr = &mut dx[r * t_len * w..(r + 1) * t_len * w];
-            match self {
-                Seq::Last => {
-                    if len == 0 {
-                        continue;
-                    }
-                    let g = dy.get(r * w..(r + 1) * w).ok_or_else(|| bad_args(name))?;
-                    let dst = &mut dxr[(len - 1) * w..len * w];
-                    dst.iter_mut().zip(g).for_each(|(d, v)| *d += v);
-                }
-                Seq::Sum => {
-                    let g = *dy.get(r).ok_or_else(|| bad_args(name))?;
-                    dxr[..len * w].iter_mut().for_each(|d| *d += g);
-                }
-                Seq::Mask | Seq::Reverse => {
-                    let gr = dy
-                        .get(r * t_len * w..(r + 1) * t_len * w)
-                        .ok_or_else(|| bad_args(name))?;
-                    for (t, g) in gr.chunks_exact(w.max(1)).enumerate() {
-                        if let Some(s) = source(self, t, len) {
-                            let dst = &mut dxr[s * w..(s + 1) * w];
-                            dst.iter_mut().zip(g).for_each(|(d, v)| *d += v);
-                        }
-                    }
-                }
+        let dx = dx.reborrow().reshape([b * t_len, w])?;
+        let lens = lengths(cx.data, t_len);
+        match self {
+            Seq::Last => {
+                let idx = index(
+                    be,
+                    lens.iter()
+                        .enumerate()
+                        .map(|(r, &l)| r * t_len + l.max(1) - 1),
+                )?;
+                be.scatter_add_rows(&cx.dout.reshape([b, w])?, &idx, dx)
+            }
+            Seq::Reverse => {
+                let idx = index(be, self.sources(&lens, t_len).map(|s| s.unwrap_or(0)))?;
+                be.scatter_add_rows(&cx.dout.reshape([b * t_len, w])?, &idx, dx)
+            }
+            Seq::Mask => {
+                // The valid rows' gradients, gathered and added back.
+                let (valid, _) = valid_rows(be, &lens, t_len)?;
+                let n = valid.num_rows();
+                let mut g = Tensor::zeros([n, w], DType::F32, be.device())?;
+                be.gather_rows(&cx.dout.reshape([b * t_len, w])?, &valid, g.view_mut()?)?;
+                be.scatter_add_rows(&g, &valid, dx)
+            }
+            Seq::Sum => {
+                // dx[r, t, :] += dy[r] for t < len: dy of each valid row's
+                // instance, spread over the row by a rank-1 product.
+                let (valid, owner) = valid_rows(be, &lens, t_len)?;
+                let n = valid.num_rows();
+                let mut g = Tensor::zeros([n, 1], DType::F32, be.device())?;
+                be.gather_rows(&cx.dout.reshape([b, 1])?, &owner, g.view_mut()?)?;
+                let ones = Tensor::full_f32(1.0, [1, w], be.device())?;
+                let mut spread = Tensor::zeros([n, w], DType::F32, be.device())?;
+                be.matmul(
+                    &g,
+                    Transpose::No,
+                    &ones,
+                    Transpose::No,
+                    1.0,
+                    0.0,
+                    spread.view_mut()?,
+                )?;
+                be.scatter_add_rows(&spread, &valid, dx)
             }
         }
-        Ok(())
     }
+}
+
+impl Seq {
+    /// Source row (within the batch) of every output row, `None` for a
+    /// masked one.
+    fn sources<'a>(
+        &'a self,
+        lens: &'a [usize],
+        t_len: usize,
+    ) -> impl Iterator<Item = Option<usize>> + 'a {
+        lens.iter().enumerate().flat_map(move |(r, &l)| {
+            (0..t_len).map(move |t| source(self, t, l).map(|s| r * t_len + s))
+        })
+    }
+}
+
+/// The instances' lengths, clamped to `T`.
+fn lengths(data: &[u32], t_len: usize) -> Vec<usize> {
+    data.iter().map(|&l| (l as usize).min(t_len)).collect()
+}
+
+/// A row index tensor on the backend's device.
+fn index(be: &dyn Backend, rows: impl Iterator<Item = usize>) -> sheaf_tensor::Result<Tensor> {
+    let idx = rows
+        .map(|i| {
+            u32::try_from(i).map_err(|_| TensorError::InvalidArgument {
+                op: "sequence",
+                arg: "batch",
+                reason: "has more rows than u32 indices address",
+            })
+        })
+        .collect::<sheaf_tensor::Result<Vec<u32>>>()?;
+    let n = idx.len();
+    Tensor::from_vec(idx, [n])?.to_device(be.device())
+}
+
+/// The rows within each instance's length (indices into the batch's
+/// `[b T]` rows) and the instance of each.
+fn valid_rows(
+    be: &dyn Backend,
+    lens: &[usize],
+    t_len: usize,
+) -> sheaf_tensor::Result<(Tensor, Tensor)> {
+    let rows = lens
+        .iter()
+        .enumerate()
+        .flat_map(|(r, &l)| (0..l).map(move |t| r * t_len + t));
+    let owners = lens
+        .iter()
+        .enumerate()
+        .flat_map(|(r, &l)| std::iter::repeat_n(r, l));
+    Ok((index(be, rows)?, index(be, owners)?))
 }
 
 /// Sequence ops. Each checks the shape and the length when called and
