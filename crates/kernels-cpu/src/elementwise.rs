@@ -220,6 +220,34 @@ impl CpuKernels {
         log_bwd(x);
     }
 
+    /// One step of a running maximum over a list (max-pooling): where
+    /// `x > best`, `best = x` and `arg = k`. Strictly greater, so the first
+    /// of equal values keeps its place and NaN never wins.
+    pub fn max_update(&self, x: &[f32], k: u32, best: &mut [f32], arg: &mut [u32]) -> Result<()> {
+        KernelError::check_len("max_update", "best", best.len(), x.len())?;
+        KernelError::check_len("max_update", "arg", arg.len(), x.len())?;
+        for ((&v, b), a) in x.iter().zip(best.iter_mut()).zip(arg.iter_mut()) {
+            if v > *b {
+                *b = v;
+                *a = k;
+            }
+        }
+        Ok(())
+    }
+
+    /// The gradient of a maximum to its `k`-th argument: `dx += dy` where
+    /// `arg == k`.
+    pub fn max_route(&self, dy: &[f32], arg: &[u32], k: u32, dx: &mut [f32]) -> Result<()> {
+        KernelError::check_len("max_route", "arg", arg.len(), dy.len())?;
+        KernelError::check_len("max_route", "dx", dx.len(), dy.len())?;
+        for ((&g, &a), d) in dy.iter().zip(arg).zip(dx.iter_mut()) {
+            if a == k {
+                *d += g;
+            }
+        }
+        Ok(())
+    }
+
     /// Row scaling: `y[r, :] (+)= s[r] * x[r, :]` for the `s.len()` rows
     /// of `x` (`cols` wide); `accumulate` adds instead of overwriting.
     pub fn scale_rows(

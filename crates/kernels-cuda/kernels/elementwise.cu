@@ -78,3 +78,21 @@ extern "C" __global__ void scale_rows(const float* x, const float* s, float* y, 
         y[i] = accumulate ? y[i] + v : v;
     }
 }
+
+// Running maximum: where x > best (strictly: the first of equals stays,
+// NaN never wins), best = x and arg = k.
+extern "C" __global__ void max_update(const float* x, u32 k, float* best, u32* arg, u64 n) {
+    GRID_STRIDE(i, n) {
+        if (x[i] > best[i]) {
+            best[i] = x[i];
+            arg[i] = k;
+        }
+    }
+}
+
+// dx += dy where arg == k
+extern "C" __global__ void max_route(const float* dy, const u32* arg, u32 k, float* dx, u64 n) {
+    GRID_STRIDE(i, n) {
+        if (arg[i] == k) dx[i] += dy[i];
+    }
+}

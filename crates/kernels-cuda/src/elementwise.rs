@@ -160,6 +160,39 @@ impl CudaKernels {
         )
     }
 
+    /// One step of a running maximum: where `x > best`, `best = x` and
+    /// `arg = k` (`arg` holds u32 bits).
+    pub fn max_update(&self, x: In, k: u32, best: Out, arg: Out) -> Result<()> {
+        CudaError::check_len("max_update", "best", best.len(), x.len())?;
+        CudaError::check_len("max_update", "arg", arg.len(), x.len())?;
+        let n = x.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        launch!(
+            self,
+            "max_update",
+            self.elementwise_config(x.len()),
+            [x, &k, best, arg, &n]
+        )
+    }
+
+    /// `dx += dy` where `arg == k` (`arg` holds u32 bits).
+    pub fn max_route(&self, dy: In, arg: &CudaView<'_, u32>, k: u32, dx: Out) -> Result<()> {
+        CudaError::check_len("max_route", "arg", arg.len(), dy.len())?;
+        CudaError::check_len("max_route", "dx", dx.len(), dy.len())?;
+        let n = dy.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        launch!(
+            self,
+            "max_route",
+            self.elementwise_config(dy.len()),
+            [dy, arg, &k, dx, &n]
+        )
+    }
+
     /// `y[r, :] (+)= s[r] * x[r, :]` over the `s.len()` rows of `x`.
     pub fn scale_rows(&self, x: In, cols: usize, s: In, y: Out, accumulate: bool) -> Result<()> {
         const K: &str = "scale_rows";

@@ -1713,3 +1713,79 @@ fn user_kernel_silu_matches_cpu_loop() -> TestResult {
     }
     Ok(())
 }
+
+// ------------------------------------------------ column blocks, row scaling, maxima
+
+/// Column blocks (copy and accumulate), row scaling and the running maximum
+/// with its gradient routing equal the CPU kernels bit for bit (no
+/// arithmetic beyond one add or multiply per element).
+#[test]
+fn column_blocks_row_scaling_and_maxima_match_cpu() -> TestResult {
+    let Some(k) = gpu() else { return Ok(()) };
+    let cpu = CpuKernels::new();
+    let mut rng = Rng::new(41);
+    let (rows, sc, dc) = (37usize, 20usize, 33usize);
+    let src = rng.vec(rows * sc, -1.0, 1.0);
+    let dst0 = rng.vec(rows * dc, -1.0, 1.0);
+    for acc in [false, true] {
+        let mut want = dst0.clone();
+        cpu.copy_cols(&src, sc, 3, &mut want, dc, 11, 9, acc)?;
+        let (s, mut d) = (up(&k, &src)?, up(&k, &dst0)?);
+        k.copy_cols(&s.as_view(), sc, 3, &mut d.as_view_mut(), dc, 11, 9, acc)?;
+        assert_bits_eq(&format!("copy_cols acc={acc}"), &down(&k, &d)?, &want);
+    }
+    let (x, s) = (rng.vec(rows * sc, -2.0, 2.0), rng.vec(rows, -2.0, 2.0));
+    let y0 = rng.vec(rows * sc, -1.0, 1.0);
+    for acc in [false, true] {
+        let mut want = y0.clone();
+        cpu.scale_rows(&x, sc, &s, &mut want, acc)?;
+        let (xd, sd, mut yd) = (up(&k, &x)?, up(&k, &s)?, up(&k, &y0)?);
+        k.scale_rows(&xd.as_view(), sc, &sd.as_view(), &mut yd.as_view_mut(), acc)?;
+        assert_close(
+            &format!("scale_rows acc={acc}"),
+            &down(&k, &yd)?,
+            &want,
+            ARITH,
+        );
+    }
+    // A running maximum over 4 arguments with ties and a NaN, then routing.
+    let n = 1000;
+    let mut args: Vec<Vec<f32>> = (0..4).map(|_| rng.vec(n, -1.0, 1.0)).collect();
+    let tied = args[1][..10].to_vec();
+    args[2][..10].copy_from_slice(&tied); // ties: the first keeps it
+    args[3][20] = f32::NAN;
+    let (mut best, mut arg) = (args[0].clone(), vec![0u32; n]);
+    for (j, a) in args.iter().enumerate().skip(1) {
+        cpu.max_update(a, j as u32, &mut best, &mut arg)?;
+    }
+    let mut bd = up(&k, &args[0])?;
+    let mut ad = k.alloc_zeros::<f32>(n)?;
+    for (j, a) in args.iter().enumerate().skip(1) {
+        let ad_ = up(&k, a)?;
+        k.max_update(
+            &ad_.as_view(),
+            j as u32,
+            &mut bd.as_view_mut(),
+            &mut ad.as_view_mut(),
+        )?;
+    }
+    assert_bits_eq("max_update best", &down(&k, &bd)?, &best);
+    let arg_bits: Vec<f32> = arg.iter().map(|&a| f32::from_bits(a)).collect();
+    assert_bits_eq("max_update arg", &down(&k, &ad)?, &arg_bits);
+    let dy = rng.vec(n, -1.0, 1.0);
+    let dx0 = rng.vec(n, -1.0, 1.0);
+    for j in 0..4u32 {
+        let mut want = dx0.clone();
+        cpu.max_route(&dy, &arg, j, &mut want)?;
+        let (dyd, mut dxd) = (up(&k, &dy)?, up(&k, &dx0)?);
+        let av = ad.as_view();
+        k.max_route(
+            &dyd.as_view(),
+            &sheaf_kernels_cuda::as_u32(&av),
+            j,
+            &mut dxd.as_view_mut(),
+        )?;
+        assert_bits_eq(&format!("max_route {j}"), &down(&k, &dxd)?, &want);
+    }
+    Ok(())
+}

@@ -1,12 +1,13 @@
 //! Elementwise maxima: `maximum` of two values and `max` over a list (the
 //! max-pooling of Fold's `Max` block). Every argument is stacked; each
-//! instance's rows are compared by the same loop, so a batch equals its
-//! instances exactly. The gradient goes to the FIRST argument holding the
+//! instance's rows are compared by the same backend kernels (a running
+//! maximum, then the gradient routed to the winner), so a batch equals its
+//! instances exactly, on any device. The gradient goes to the FIRST argument holding the
 //! maximum at each position (ties are not split).
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, TensorError};
+use sheaf_tensor::{Backend, DType, Shape, Tensor, TensorError, TensorMut};
 
 use crate::error::Result;
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -30,32 +31,23 @@ pub(crate) struct MaxList {
 }
 
 impl MaxList {
-    /// The argument holding the maximum of element `i` (the first on ties).
-    fn argmax(args: &[&[f32]], i: usize) -> usize {
-        let mut best = 0;
+    /// The running maximum of `args` into `best` and the index of the
+    /// argument holding it into `arg` (`u32`, the first of equal values).
+    fn argmax(
+        be: &dyn Backend,
+        args: &[Tensor],
+        mut best: TensorMut<'_>,
+        arg: &mut Tensor,
+    ) -> sheaf_tensor::Result<()> {
+        let Some(first) = args.first() else {
+            return Err(bad_args("max"));
+        };
+        let rows = first.num_rows();
+        be.copy_rows(first, 0, best.reborrow(), 0, rows)?;
         for (k, a) in args.iter().enumerate().skip(1) {
-            // `>` keeps the first of equal values; NaN never wins.
-            if a[i] > args[best][i] {
-                best = k;
-            }
+            be.max_update(a, k as u32, best.reborrow(), arg.view_mut()?)?;
         }
-        best
-    }
-
-    fn slices<'a>(
-        &self,
-        args: &'a [sheaf_tensor::Tensor],
-        len: usize,
-    ) -> sheaf_tensor::Result<Vec<&'a [f32]>> {
-        let mut out = Vec::with_capacity(args.len());
-        for a in args {
-            let s = a.as_slice::<f32>()?;
-            if s.len() != len {
-                return Err(bad_args(self.name()));
-            }
-            out.push(s);
-        }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -78,43 +70,31 @@ impl Op for MaxList {
         }
     }
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        if super::host::needed(cx.backend) {
-            return super::host::forward(self, cx);
-        }
-        let out = cx.out.into_mut_slice::<f32>()?;
-        let args = self.slices(cx.args, out.len())?;
-        if args.is_empty() {
-            return Err(bad_args(self.name()));
-        }
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = args[Self::argmax(&args, i)][i];
-        }
-        Ok(())
+        let be = cx.backend;
+        let shape = cx.out.shape();
+        let mut arg = Tensor::zeros(shape, DType::U32, be.device())?;
+        Self::argmax(be, cx.args, cx.out, &mut arg)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        if super::host::needed(cx.backend) {
-            return super::host::backward(self, cx);
-        }
-        let dy = cx.dout.as_slice::<f32>()?;
-        let args = self.slices(cx.args, dy.len())?;
-        if cx.dargs.len() != args.len() {
+        let be = cx.backend;
+        if cx.dargs.len() != cx.args.len() {
             return Err(bad_args(self.name()));
         }
-        for (i, &g) in dy.iter().enumerate() {
-            let k = Self::argmax(&args, i);
-            if let Some(d) = cx.dargs[k].as_mut() {
-                let d = d.as_mut_slice::<f32>()?;
-                match d.get_mut(i) {
-                    Some(d) => *d += g,
-                    None => return Err(bad_args(self.name())),
-                }
+        // The winners again (forward keeps no state), then each argument
+        // receives the gradient where it won.
+        let shape = cx.dout.shape();
+        let mut best = Tensor::zeros(shape, DType::F32, be.device())?;
+        let mut arg = Tensor::zeros(shape, DType::U32, be.device())?;
+        Self::argmax(be, cx.args, best.view_mut()?, &mut arg)?;
+        for (k, d) in cx.dargs.iter_mut().enumerate() {
+            if let Some(d) = d {
+                be.max_route(cx.dout, &arg, k as u32, d.reborrow())?;
             }
         }
         Ok(())
     }
 }
 
-/// Maxima. Each checks shapes when called and computes nothing.
 impl Graph {
     /// The elementwise maximum of `a` and `b` (one shape, any rank). The
     /// gradient of each element goes to the larger argument, to `a` on a

@@ -6,7 +6,6 @@ mod cells;
 mod concat;
 mod dropout;
 mod elementwise;
-mod host;
 mod index;
 mod leaf;
 pub(crate) mod leaves;

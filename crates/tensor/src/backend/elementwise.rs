@@ -165,4 +165,15 @@ pub trait ElementwiseOps {
     /// `accumulate`), `s` holding one factor per row of the matrix `x`
     /// (shape `x.shape().without_last()`), `y` shaped like `x`.
     fn scale_rows(&self, x: &Tensor, s: &Tensor, y: TensorMut<'_>, accumulate: bool) -> Result<()>;
+
+    /// One step of a running maximum over a list (max-pooling): where
+    /// `x > best`, `best = x` and `arg = k` (`arg` a `u32` tensor; strictly
+    /// greater, so the first of equal values stays and NaN never wins). All
+    /// three of one shape.
+    fn max_update(&self, x: &Tensor, k: u32, best: TensorMut<'_>, arg: TensorMut<'_>)
+        -> Result<()>;
+
+    /// The gradient of a maximum to its `k`-th argument: `dx += dy` where
+    /// `arg == k` (`arg` a `u32` tensor). All three of one shape.
+    fn max_route(&self, dy: &Tensor, arg: &Tensor, k: u32, dx: TensorMut<'_>) -> Result<()>;
 }

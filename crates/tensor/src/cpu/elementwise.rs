@@ -153,4 +153,34 @@ impl ElementwiseOps for CpuBackend {
             .scale_rows(x, cols, s, y, accumulate)
             .map_err(TensorError::kernel(OP))
     }
+
+    fn max_update(
+        &self,
+        x: &Tensor,
+        k: u32,
+        best: TensorMut<'_>,
+        arg: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "max_update";
+        let ck = Check(OP);
+        ck.expect("best", x.shape(), best.shape())?;
+        ck.expect("arg", x.shape(), arg.shape())?;
+        let (x, best) = (f32_in(OP, "x", x)?, f32_out(OP, "best", best)?);
+        let arg = super::output::<u32>(OP, "arg", arg)?;
+        self.kernels
+            .max_update(x, k, best, arg)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn max_route(&self, dy: &Tensor, arg: &Tensor, k: u32, dx: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "max_route";
+        let ck = Check(OP);
+        ck.expect("arg", dy.shape(), arg.shape())?;
+        ck.expect("dx", dy.shape(), dx.shape())?;
+        let (dy, arg) = (f32_in(OP, "dy", dy)?, super::u32_in(OP, "arg", arg)?);
+        let dx = f32_out(OP, "dx", dx)?;
+        self.kernels
+            .max_route(dy, arg, k, dx)
+            .map_err(TensorError::kernel(OP))
+    }
 }

@@ -136,4 +136,34 @@ impl ElementwiseOps for CudaBackend {
             .scale_rows(&x, cols, &s, &mut y, accumulate)
             .map_err(cuda_err(OP))
     }
+
+    fn max_update(
+        &self,
+        x: &Tensor,
+        k: u32,
+        best: TensorMut<'_>,
+        arg: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "max_update";
+        let ck = Check(OP);
+        ck.expect("best", x.shape(), best.shape())?;
+        ck.expect("arg", x.shape(), arg.shape())?;
+        let (x, mut best) = (self.f32_in(OP, "x", x)?, self.f32_out(OP, "best", best)?);
+        let mut arg = self.u32_out(OP, "arg", arg)?;
+        self.kernels
+            .max_update(&x, k, &mut best, &mut arg)
+            .map_err(cuda_err(OP))
+    }
+
+    fn max_route(&self, dy: &Tensor, arg: &Tensor, k: u32, dx: TensorMut<'_>) -> Result<()> {
+        const OP: &str = "max_route";
+        let ck = Check(OP);
+        ck.expect("arg", dy.shape(), arg.shape())?;
+        ck.expect("dx", dy.shape(), dx.shape())?;
+        let (dy, arg) = (self.f32_in(OP, "dy", dy)?, self.u32_in(OP, "arg", arg)?);
+        let mut dx = self.f32_out(OP, "dx", dx)?;
+        self.kernels
+            .max_route(&dy, &arg, k, &mut dx)
+            .map_err(cuda_err(OP))
+    }
 }

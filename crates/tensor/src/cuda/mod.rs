@@ -134,6 +134,23 @@ impl CudaBackend {
         })
     }
 
+    /// Output `arg` of `op`, a `u32` tensor, as its device words.
+    pub(crate) fn u32_out<'a>(
+        &self,
+        op: &'static str,
+        arg: &'static str,
+        t: TensorMut<'a>,
+    ) -> Result<CudaViewMut<'a, f32>> {
+        crate::check::meta::<u32>(op, arg, t.dtype(), t.device(), self.device())?;
+        let got = t.device();
+        t.into_cuda_view().ok_or(TensorError::DeviceMismatch {
+            op,
+            arg,
+            expected: self.device(),
+            got,
+        })
+    }
+
     /// Output `arg` of `op` as device `f32`s.
     pub(crate) fn f32_out<'a>(
         &self,
