@@ -60,7 +60,8 @@ struct Slot {
     copied: Option<CudaEvent>,
 }
 
-/// Uploads up to this many elements go through [`Staging`].
+/// Uploads up to this many elements go through page-locked staging
+/// ([`CudaKernels::upload_staged`]).
 pub const STAGING_MAX: usize = 1 << 16;
 const STAGING_MIN: usize = 1 << 8;
 const STAGING_DEPTH: usize = 8;
