@@ -189,3 +189,23 @@ pub fn down(
     k.download(&s.as_view(), &mut v)?;
     Ok(v)
 }
+
+/// Lengths of the elementwise tests: one element, a few blocks, and more
+/// than the grid of `elementwise_config` (at most 32 blocks of 256 threads
+/// per SM, about 1.1M threads on an H100), so the grid-stride loop turns.
+pub const LENS: [usize; 3] = [1, 1000, 2_100_003];
+
+/// What the parity files use, in one import (each file uses part of it).
+#[allow(unused_imports)]
+pub mod prelude {
+    pub use super::{
+        assert_bits_eq, assert_close, assert_within, down, gpu, up, Rng, TestResult, Tol, ARITH,
+        LENS, SUM_RTOL, TRANSC,
+    };
+    pub use sheaf_kernels_cpu::optim::{Adagrad, Adam, Sgd};
+    pub use sheaf_kernels_cpu::{CpuKernels, Transpose};
+    pub use sheaf_kernels_cuda::{
+        as_u32, AdamArgs, CudaError, CudaKernels, Map, Operand, PushKernelArg, RowSet, UserKernel,
+        Zip,
+    };
+}
