@@ -11,8 +11,15 @@ use std::process::{Command, Stdio};
 /// Test targets with GPU parts (each skips them without a device).
 const GPU_TESTS: &[&str] = &[
     "parity",
+    "parity_softmax",
+    "parity_cells",
+    "parity_optim",
+    "parity_gemm",
     "skip",
     "cuda_backend",
+    "cuda_backend_cells",
+    "cuda_backend_optim",
+    "cuda_backend_errors",
     "every_op_batches",
     "tree_lstm",
     "custom_op_cuda",

@@ -380,3 +380,12 @@ pub(crate) fn scale_rows(x: Shape, s: Shape, y: Shape) -> Result<usize> {
     ck.expect("y", x, y)?;
     Ok(cols)
 }
+
+/// The "x has rows but no classes" error of the loss with zero columns.
+pub(crate) fn no_classes(op: &'static str) -> TensorError {
+    TensorError::InvalidArgument {
+        op,
+        arg: "x",
+        reason: "has rows but no classes (its last dimension is 0)",
+    }
+}

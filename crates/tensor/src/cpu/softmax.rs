@@ -85,7 +85,7 @@ impl SoftmaxOps for CpuBackend {
         let (probs, loss) = (f32_out(OP, "probs", probs)?, f32_out(OP, "loss", loss)?);
         match (rows, cols) {
             (0, _) => Ok(()),
-            (_, 0) => Err(no_classes(OP)),
+            (_, 0) => Err(crate::check::no_classes(OP)),
             _ => self
                 .kernels
                 .nll_log_softmax(x, cols, labels, probs, loss)
@@ -111,7 +111,7 @@ impl SoftmaxOps for CpuBackend {
         let (dloss, dx) = (f32_in(OP, "dloss", dloss)?, f32_out(OP, "dx", dx)?);
         match (rows, cols) {
             (0, _) => Ok(()),
-            (_, 0) => Err(no_classes(OP)),
+            (_, 0) => Err(crate::check::no_classes(OP)),
             _ => self
                 .kernels
                 .nll_log_softmax_bwd(probs, cols, labels, dloss, dx)
@@ -146,14 +146,5 @@ impl SoftmaxOps for CpuBackend {
         self.kernels
             .col_sums_acc(x, cols, out)
             .map_err(TensorError::kernel(OP))
-    }
-}
-
-/// The "x has rows but no classes" error of the loss with zero columns.
-fn no_classes(op: &'static str) -> TensorError {
-    TensorError::InvalidArgument {
-        op,
-        arg: "x",
-        reason: "has rows but no classes (its last dimension is 0)",
     }
 }

@@ -3,7 +3,7 @@
 use super::{cuda_err, CudaBackend};
 use crate::backend::SoftmaxOps;
 use crate::check::Check;
-use crate::error::{Result, TensorError};
+use crate::error::Result;
 use crate::{Shape, Tensor, TensorMut};
 
 impl SoftmaxOps for CudaBackend {
@@ -76,7 +76,7 @@ impl SoftmaxOps for CudaBackend {
         );
         match (rows, cols) {
             (0, _) => Ok(()),
-            (_, 0) => Err(no_classes(OP)),
+            (_, 0) => Err(crate::check::no_classes(OP)),
             _ => self
                 .kernels
                 .nll_log_softmax(&x, cols, &labels, &mut probs, &mut loss)
@@ -108,7 +108,7 @@ impl SoftmaxOps for CudaBackend {
         );
         match (rows, cols) {
             (0, _) => Ok(()),
-            (_, 0) => Err(no_classes(OP)),
+            (_, 0) => Err(crate::check::no_classes(OP)),
             _ => self
                 .kernels
                 .nll_log_softmax_bwd(&probs, cols, &labels, &dloss, &mut dx)
@@ -136,14 +136,5 @@ impl SoftmaxOps for CudaBackend {
         self.kernels
             .col_sums_acc(&x, cols, &mut out)
             .map_err(cuda_err(OP))
-    }
-}
-
-/// The "x has rows but no classes" error of the loss with zero columns.
-fn no_classes(op: &'static str) -> TensorError {
-    TensorError::InvalidArgument {
-        op,
-        arg: "x",
-        reason: "has rows but no classes (its last dimension is 0)",
     }
 }
