@@ -20,6 +20,10 @@ use rayon::prelude::*;
 
 use crate::{CpuKernels, Isa, KernelError, Result};
 
+mod strided;
+use strided::{cell_outputs, dense, dense_mut, Arg, ArgMut};
+pub(crate) use strided::{Rows, RowsMut};
+
 /// Forward cells split over rows above this many `b x H` elements. Measured
 /// on the 2-core Zen 3: a split pays from ~15 us of work on. A forward
 /// costs five activations per element (~5-6 ns with vectorised ones, ~30
@@ -150,24 +154,29 @@ fn activate(k: &CpuKernels, gates: &[f32], hd: usize, n_sig: usize, act: &mut [f
 // ---- order of the entry point's arguments. `#[inline(always)]` so that the
 // ---- AVX2 wrappers compile them with the wider instruction set.
 
-/// Rows of the `[b, k H]` slices `s`, `k` gate blocks each.
-fn rows(s: &[f32], k: usize, hd: usize) -> std::slice::ChunksExact<'_, f32> {
-    s.chunks_exact(k * hd)
+/// Rows of an input `[b, k H]` (`k` gate blocks each, at any pitch).
+#[inline(always)]
+fn rows<'a>(r: Rows<'a>, k: usize, hd: usize) -> impl Iterator<Item = &'a [f32]> {
+    debug_assert_eq!(r.width(), k * hd);
+    r.iter()
 }
 
-fn rows_mut(s: &mut [f32], k: usize, hd: usize) -> std::slice::ChunksExactMut<'_, f32> {
-    s.chunks_exact_mut(k * hd)
+/// Rows of an output `[b, k H]` (at any pitch).
+#[inline(always)]
+fn rows_mut<'a>(r: RowsMut<'a>, k: usize, hd: usize) -> impl Iterator<Item = &'a mut [f32]> {
+    debug_assert_eq!(r.width(), k * hd);
+    r.iter_mut()
 }
 
 #[inline(always)]
 pub(crate) fn lstm_fwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [gates, c_prev]: [&[f32]; 2],
-    [act, c, h]: [&mut [f32]; 3],
+    [gates, c_prev]: [Rows<'_>; 2],
+    [act, c, h]: [RowsMut<'_>; 3],
 ) {
     let ins = rows(gates, 4, hd).zip(rows(c_prev, 1, hd));
-    let outs = rows_mut(act, 4, hd).zip(rows_mut(c, 1, hd).zip(rows_mut(h, 1, hd)));
+    let outs = rows_mut(act, 4, hd).zip(cell_outputs(c, h, hd));
     for ((g, cp), (a, (c, h))) in ins.zip(outs) {
         activate(k, g, hd, 3, a);
         let [i, f, o, u] = blocks(a, hd);
@@ -180,8 +189,8 @@ pub(crate) fn lstm_fwd_rows(
 pub(crate) fn lstm_bwd_rows(
     k: &CpuKernels,
     hd: usize,
-    ins: [&[f32]; 5],
-    [dgates, dc_prev]: [&mut [f32]; 2],
+    ins: [Rows<'_>; 5],
+    [dgates, dc_prev]: [RowsMut<'_>; 2],
 ) {
     let [act, c_prev, c, dc, dh] = ins;
     let mut tc = vec![0.0f32; hd];
@@ -203,8 +212,8 @@ pub(crate) fn lstm_bwd_rows(
 pub(crate) fn gru_fwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [xw, hu, h_prev]: [&[f32]; 3],
-    [act, h]: [&mut [f32]; 2],
+    [xw, hu, h_prev]: [Rows<'_>; 3],
+    [act, h]: [RowsMut<'_>; 2],
 ) {
     let ins = rows(xw, 3, hd)
         .zip(rows(hu, 3, hd))
@@ -223,8 +232,8 @@ pub(crate) fn gru_fwd_rows(
 /// No activation to evaluate: one build for every ISA.
 fn gru_bwd_rows(
     hd: usize,
-    [act, hu, h_prev, dh]: [&[f32]; 4],
-    [dxw, dhu, dh_prev]: [&mut [f32]; 3],
+    [act, hu, h_prev, dh]: [Rows<'_>; 4],
+    [dxw, dhu, dh_prev]: [RowsMut<'_>; 3],
 ) {
     let ins = rows(act, 3, hd)
         .zip(rows(hu, 3, hd))
@@ -258,10 +267,10 @@ fn gru_bwd_rows(
 pub(crate) fn leaf_fwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [gates]: [&[f32]; 1],
-    [act, c, h]: [&mut [f32]; 3],
+    [gates]: [Rows<'_>; 1],
+    [act, c, h]: [RowsMut<'_>; 3],
 ) {
-    let outs = rows_mut(act, 3, hd).zip(rows_mut(c, 1, hd).zip(rows_mut(h, 1, hd)));
+    let outs = rows_mut(act, 3, hd).zip(cell_outputs(c, h, hd));
     for (g, (a, (c, h))) in rows(gates, 3, hd).zip(outs) {
         activate(k, g, hd, 2, a);
         let [i, o, u] = blocks(a, hd);
@@ -274,8 +283,8 @@ pub(crate) fn leaf_fwd_rows(
 pub(crate) fn leaf_bwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [act, c, dc, dh]: [&[f32]; 4],
-    [dgates]: [&mut [f32]; 1],
+    [act, c, dc, dh]: [Rows<'_>; 4],
+    [dgates]: [RowsMut<'_>; 1],
 ) {
     let mut tc = vec![0.0f32; hd];
     let ins = rows(act, 3, hd)
@@ -294,11 +303,11 @@ pub(crate) fn leaf_bwd_rows(
 pub(crate) fn node_fwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [gates, c_l, c_r]: [&[f32]; 3],
-    [act, c, h]: [&mut [f32]; 3],
+    [gates, c_l, c_r]: [Rows<'_>; 3],
+    [act, c, h]: [RowsMut<'_>; 3],
 ) {
     let ins = rows(gates, 5, hd).zip(rows(c_l, 1, hd).zip(rows(c_r, 1, hd)));
-    let outs = rows_mut(act, 5, hd).zip(rows_mut(c, 1, hd).zip(rows_mut(h, 1, hd)));
+    let outs = rows_mut(act, 5, hd).zip(cell_outputs(c, h, hd));
     for ((g, (cl, cr)), (a, (c, h))) in ins.zip(outs) {
         activate(k, g, hd, 4, a);
         let [i, fl, fr, o, u] = blocks(a, hd);
@@ -308,7 +317,7 @@ pub(crate) fn node_fwd_rows(
 }
 
 #[inline(always)]
-pub(crate) fn node_bwd_rows(k: &CpuKernels, hd: usize, ins: [&[f32]; 6], outs: [&mut [f32]; 3]) {
+pub(crate) fn node_bwd_rows(k: &CpuKernels, hd: usize, ins: [Rows<'_>; 6], outs: [RowsMut<'_>; 3]) {
     let ([act, c_l, c_r, c, dc, dh], [dgates, dc_l, dc_r]) = (ins, outs);
     let mut tc = vec![0.0f32; hd];
     let state = rows(act, 5, hd)
@@ -330,25 +339,28 @@ pub(crate) fn node_bwd_rows(k: &CpuKernels, hd: usize, ins: [&[f32]; 6], outs: [
 // ---- Entry points.
 
 /// Checks the arguments of a cell and runs `f` on all `b` rows, or on row
-/// blocks in parallel above `min_len` elements. Each argument is `(name,
-/// slice, k)` with the slice `[b, k H]`; b comes from `ins[0]`. `f` gets
-/// matching blocks of every slice.
+/// blocks in parallel above `min_len` elements. Each argument is `k H`
+/// wide, its rows `p H` apart: dense (`p == k`, length exactly `b k H`) or
+/// a half of a batch of states (`k = 1`, `p = 2`: the batch is exactly
+/// `b 2H`). `b` comes from `ins[0]`, which is dense. `f` gets matching row
+/// blocks of every argument.
 fn run_cell<const N: usize, const M: usize, F>(
     kernel: &'static str,
     min_len: usize,
     hidden: usize,
-    ins: [(&'static str, &[f32], usize); N],
-    outs: [(&'static str, &mut [f32], usize); M],
+    ins: [Arg<'_>; N],
+    outs: [ArgMut<'_>; M],
     f: F,
 ) -> Result<()>
 where
-    F: Fn([&[f32]; N], [&mut [f32]; M]) + Sync,
+    F: Fn([Rows<'_>; N], [RowsMut<'_>; M]) + Sync,
 {
     let invalid = |what: String| Err(KernelError::Invalid { kernel, what });
     if hidden == 0 {
         return invalid("hidden must be positive".into());
     }
-    let (arg0, len0, k0) = (ins[0].0, ins[0].1.len(), ins[0].2);
+    let (arg0, len0, k0) = (ins[0].name, ins[0].data.len(), ins[0].k);
+    debug_assert_eq!(ins[0].k, ins[0].p, "the first argument of a cell is dense");
     let Some(width) = k0.checked_mul(hidden) else {
         return invalid("hidden x gates overflows usize".into());
     };
@@ -358,42 +370,36 @@ where
         ));
     }
     let b = len0 / width;
-    let lens = ins.iter().map(|a| (a.0, a.1.len(), a.2));
-    for (arg, got, k) in lens.chain(outs.iter().map(|a| (a.0, a.1.len(), a.2))) {
-        // Every row width k H must fit even with no rows: the row kernels
-        // compute it. b * k H is then bounded by an existing slice's length.
-        let Some(expected) = k.checked_mul(hidden).and_then(|w| w.checked_mul(b)) else {
+    let ins_len = ins
+        .iter()
+        .map(|a| (a.name, a.whole.unwrap_or(a.data.len()), a.k, a.p));
+    let outs_len = outs.iter().map(|a| (a.name, a.data.len(), a.k, a.p));
+    for (arg, got, k, p) in ins_len.chain(outs_len) {
+        // Every row width k H and pitch p H must fit even with no rows: the
+        // row kernels compute them. A strided argument is a whole batch of
+        // `b` rows of p H (its view is checked through that batch).
+        let Some(needed) = k.max(p).checked_mul(hidden).and_then(|w| w.checked_mul(b)) else {
             return invalid("b x hidden x gates overflows usize".into());
         };
-        KernelError::check_len(kernel, arg, got, expected)?;
+        KernelError::check_len(kernel, arg, got, needed)?;
     }
     if b == 0 {
         // Nothing to compute (and `hidden` may be too large to allocate the
         // row kernels' scratch).
         return Ok(());
     }
-    let (in_k, out_k) = (ins.map(|a| a.2), outs.each_ref().map(|a| a.2));
-    let (ins, outs) = (ins.map(|a| a.1), outs.map(|a| a.1));
+    let mut ins = ins.map(|a| a.view(hidden, b));
+    let mut outs = outs.map(|a| a.view(hidden, b));
     let threads = rayon::current_num_threads();
     if b < 2 || !crate::parallel::should_split(b * hidden, min_len) {
         f(ins, outs);
         return Ok(());
     }
     let rpt = b.div_ceil(4 * threads).max(min_len / 2 / hidden).max(1);
-    let mut in_it = ins
-        .iter()
-        .zip(in_k)
-        .map(|(s, k)| s.chunks(rpt * k * hidden))
-        .collect::<Vec<_>>();
-    let mut out_it = outs
-        .into_iter()
-        .zip(out_k)
-        .map(|(s, k)| s.chunks_mut(rpt * k * hidden))
-        .collect::<Vec<_>>();
     let tasks: Vec<_> = (0..b.div_ceil(rpt))
         .map(|_| {
-            let i = std::array::from_fn(|j| in_it[j].next().unwrap_or_default());
-            let o = std::array::from_fn(|j| out_it[j].next().unwrap_or_default());
+            let i = std::array::from_fn(|j| ins[j].take_rows(rpt));
+            let o = std::array::from_fn(|j| outs[j].take_rows(rpt));
             (i, o)
         })
         .collect();
@@ -419,6 +425,7 @@ const BWD: usize = CELLS_BWD_MIN_LEN;
 
 // After the macros, which it uses.
 mod rd;
+mod states;
 pub(crate) use rd::{leaf_rd_bwd_rows, leaf_rd_fwd_rows, node_rd_bwd_rows, node_rd_fwd_rows};
 
 impl CpuKernels {
@@ -434,8 +441,12 @@ impl CpuKernels {
         c: &mut [f32],
         h: &mut [f32],
     ) -> Result<()> {
-        let ins = [("c_prev", c_prev, 1), ("gates", gates, 4)];
-        let outs = [("act", act, 4), ("c", c, 1), ("h", h, 1)];
+        let ins = [dense("c_prev", c_prev, 1), dense("gates", gates, 4)];
+        let outs = [
+            dense_mut("act", act, 4),
+            dense_mut("c", c, 1),
+            dense_mut("h", h, 1),
+        ];
         run_cell("lstm_fwd", FWD, hidden, ins, outs, |[cp, g], o| {
             dispatch!(self, lstm_fwd_rows, hidden, [g, cp], o)
         })
@@ -457,13 +468,16 @@ impl CpuKernels {
         dc_prev: &mut [f32],
     ) -> Result<()> {
         let ins = [
-            ("c_prev", c_prev, 1),
-            ("act", act, 4),
-            ("c", c, 1),
-            ("dc", dc, 1),
-            ("dh", dh, 1),
+            dense("c_prev", c_prev, 1),
+            dense("act", act, 4),
+            dense("c", c, 1),
+            dense("dc", dc, 1),
+            dense("dh", dh, 1),
         ];
-        let outs = [("dgates", dgates, 4), ("dc_prev", dc_prev, 1)];
+        let outs = [
+            dense_mut("dgates", dgates, 4),
+            dense_mut("dc_prev", dc_prev, 1),
+        ];
         run_cell(
             "lstm_bwd",
             BWD,
@@ -487,8 +501,12 @@ impl CpuKernels {
         act: &mut [f32],
         h: &mut [f32],
     ) -> Result<()> {
-        let ins = [("h_prev", h_prev, 1), ("xw", xw, 3), ("hu", hu, 3)];
-        let outs = [("act", act, 3), ("h", h, 1)];
+        let ins = [
+            dense("h_prev", h_prev, 1),
+            dense("xw", xw, 3),
+            dense("hu", hu, 3),
+        ];
+        let outs = [dense_mut("act", act, 3), dense_mut("h", h, 1)];
         run_cell("gru_fwd", FWD, hidden, ins, outs, |[hp, x, u], o| {
             dispatch!(self, gru_fwd_rows, hidden, [x, u, hp], o)
         })
@@ -510,12 +528,16 @@ impl CpuKernels {
         dh_prev: &mut [f32],
     ) -> Result<()> {
         let ins = [
-            ("h_prev", h_prev, 1),
-            ("act", act, 3),
-            ("hu", hu, 3),
-            ("dh", dh, 1),
+            dense("h_prev", h_prev, 1),
+            dense("act", act, 3),
+            dense("hu", hu, 3),
+            dense("dh", dh, 1),
         ];
-        let outs = [("dxw", dxw, 3), ("dhu", dhu, 3), ("dh_prev", dh_prev, 1)];
+        let outs = [
+            dense_mut("dxw", dxw, 3),
+            dense_mut("dhu", dhu, 3),
+            dense_mut("dh_prev", dh_prev, 1),
+        ];
         run_cell("gru_bwd", BWD, hidden, ins, outs, |[hp, a, u, dh], o| {
             gru_bwd_rows(hidden, [a, u, hp, dh], o)
         })
@@ -531,12 +553,16 @@ impl CpuKernels {
         c: &mut [f32],
         h: &mut [f32],
     ) -> Result<()> {
-        let outs = [("act", act, 3), ("c", c, 1), ("h", h, 1)];
+        let outs = [
+            dense_mut("act", act, 3),
+            dense_mut("c", c, 1),
+            dense_mut("h", h, 1),
+        ];
         run_cell(
             "tree_lstm_leaf_fwd",
             FWD,
             hidden,
-            [("gates", gates, 3)],
+            [dense("gates", gates, 3)],
             outs,
             |i, o| dispatch!(self, leaf_fwd_rows, hidden, i, o),
         )
@@ -552,13 +578,18 @@ impl CpuKernels {
         hidden: usize,
         dgates: &mut [f32],
     ) -> Result<()> {
-        let ins = [("c", c, 1), ("act", act, 3), ("dc", dc, 1), ("dh", dh, 1)];
+        let ins = [
+            dense("c", c, 1),
+            dense("act", act, 3),
+            dense("dc", dc, 1),
+            dense("dh", dh, 1),
+        ];
         run_cell(
             "tree_lstm_leaf_bwd",
             BWD,
             hidden,
             ins,
-            [("dgates", dgates, 3)],
+            [dense_mut("dgates", dgates, 3)],
             |[c, a, dc, dh], o| dispatch!(self, leaf_bwd_rows, hidden, [a, c, dc, dh], o),
         )
     }
@@ -577,8 +608,16 @@ impl CpuKernels {
         c: &mut [f32],
         h: &mut [f32],
     ) -> Result<()> {
-        let ins = [("c_l", c_l, 1), ("gates", gates, 5), ("c_r", c_r, 1)];
-        let outs = [("act", act, 5), ("c", c, 1), ("h", h, 1)];
+        let ins = [
+            dense("c_l", c_l, 1),
+            dense("gates", gates, 5),
+            dense("c_r", c_r, 1),
+        ];
+        let outs = [
+            dense_mut("act", act, 5),
+            dense_mut("c", c, 1),
+            dense_mut("h", h, 1),
+        ];
         run_cell(
             "tree_lstm_node_fwd",
             FWD,
@@ -606,14 +645,18 @@ impl CpuKernels {
         dc_r: &mut [f32],
     ) -> Result<()> {
         let ins = [
-            ("c_l", c_l, 1),
-            ("act", act, 5),
-            ("c_r", c_r, 1),
-            ("c", c, 1),
-            ("dc", dc, 1),
-            ("dh", dh, 1),
+            dense("c_l", c_l, 1),
+            dense("act", act, 5),
+            dense("c_r", c_r, 1),
+            dense("c", c, 1),
+            dense("dc", dc, 1),
+            dense("dh", dh, 1),
         ];
-        let outs = [("dgates", dgates, 5), ("dc_l", dc_l, 1), ("dc_r", dc_r, 1)];
+        let outs = [
+            dense_mut("dgates", dgates, 5),
+            dense_mut("dc_l", dc_l, 1),
+            dense_mut("dc_r", dc_r, 1),
+        ];
         run_cell(
             "tree_lstm_node_bwd",
             BWD,

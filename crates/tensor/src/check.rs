@@ -247,6 +247,28 @@ impl Cell {
         })
     }
 
+    /// Reads `b` and `H` from a batch of cell states `[b, 2H]` named `arg`
+    /// (rows `[c | h]`); other arguments are then checked against it as
+    /// `k` blocks of `H` (the states' own shape is `k = 2`).
+    pub(crate) fn states(op: &'static str, arg: &'static str, states: Shape) -> Result<Cell> {
+        let ck = Check(op);
+        ck.rank(arg, states, 2)?;
+        let width = states.row_len_unchecked();
+        if !width.is_multiple_of(2) {
+            return Err(TensorError::InvalidArgument {
+                op,
+                arg,
+                reason: "must be cell states [b, 2H] (rows [c | h]): its row length is odd",
+            });
+        }
+        Ok(Cell {
+            ck,
+            b: states.rows(),
+            h: width / 2,
+            base: states,
+        })
+    }
+
     /// `[b, k H]`, or `None` if `k H` overflows (then no tensor can match).
     fn wide(&self, k: usize) -> Option<Shape> {
         Some(Shape::from([self.b, self.h.checked_mul(k)?]))

@@ -63,7 +63,8 @@ mod tensor;
 mod tensor_mut;
 
 pub use backend::{
-    Backend, Binary, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps, Unary,
+    Backend, Binary, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps,
+    StateCellOps, Unary,
 };
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
@@ -84,7 +85,7 @@ pub use tensor_mut::TensorMut;
 /// type such as [`CpuBackend`] (on a `&dyn Backend` they need no import).
 pub mod prelude {
     pub use crate::backend::{
-        Backend, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps,
+        Backend, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps, StateCellOps,
     };
 }
 

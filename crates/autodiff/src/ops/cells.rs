@@ -8,13 +8,13 @@
 //!
 //! A cell's STATE is one vector `[2H]` laid out `[c | h]` (the memory cell
 //! first, then the hidden state), so one node carries both outputs and a
-//! cell feeds the next with a single argument. The kernels take separate
-//! `[b, H]` blocks for `c` and `h`, while a batch of states is `[b, 2H]`
-//! with the halves side by side in each row: seen as `[2b, H]`, row `2r` is
-//! instance `r`'s `c` and row `2r + 1` its `h`. A batch of one needs no copy
-//! (the two halves are views); larger batches gather / scatter the halves
-//! with one row kernel each, O(b H). Every cell saves its activated gates
-//! (`[kH]`) as the auxiliary buffer for backward.
+//! cell feeds the next with a single argument. A batch of states is
+//! `[b, 2H]`, the halves side by side in each row, and the cells run on
+//! that layout ([`sheaf_tensor::StateCellOps`]): the CPU kernels read and
+//! write the halves where they lie; a backend whose kernels take separate
+//! `[b, H]` blocks copies them out and back (one column copy each, none for
+//! a batch of one). Every cell saves its activated gates (`[kH]`) as the
+//! auxiliary buffer for backward.
 //!
 //! All cells are elementwise work, hence [`crate::Cost::Cheap`] (the
 //! products that compute their gates are the heavy part).
@@ -86,26 +86,6 @@ enum Half {
     H = 1,
 }
 
-/// Half `which` of a batch of states `[b, 2H]`, as `[b, H]`: a view when
-/// `b == 1`, else its column block copied out (one `copy_cols`).
-fn half(be: &dyn Backend, states: &Tensor, h: usize, which: Half) -> KResult<Tensor> {
-    let b = states.num_rows();
-    let w = which as usize;
-    if b == 1 {
-        return states.reshape([2, h])?.rows(w..w + 1);
-    }
-    let mut out = Tensor::zeros([b, h], DType::F32, be.device())?;
-    be.copy_cols(
-        &states.reshape([b, 2 * h])?,
-        w * h,
-        out.view_mut()?,
-        0,
-        h,
-        false,
-    )?;
-    Ok(out)
-}
-
 /// `dstates[:, half which] += g`, for `dstates` `[b, 2H]` and `g` `[b, H]`.
 fn add_to_half(
     be: &dyn Backend,
@@ -117,87 +97,6 @@ fn add_to_half(
     let b = g.num_rows();
     let dstates = dstates.reshape([b, 2 * h])?;
     be.copy_cols(&g.reshape([b, h])?, 0, dstates, which as usize * h, h, true)
-}
-
-/// Runs a cell kernel `f(c, h)` whose outputs are the two halves of the
-/// states `out` (`[b, 2H]`): straight into `out` when `b == 1`, else into
-/// `[b, H]` buffers merged into `out` afterwards.
-fn write_states(
-    be: &dyn Backend,
-    out: TensorMut<'_>,
-    h: usize,
-    f: impl FnOnce(TensorMut<'_>, TensorMut<'_>) -> KResult<()>,
-) -> KResult<()> {
-    let b = out.num_rows();
-    let pairs = out.reshape([2 * b, h])?;
-    if b == 1 {
-        let (c, hh) = pairs.into_split_rows(1)?;
-        return f(c, hh);
-    }
-    let mut c = Tensor::zeros([b, h], DType::F32, be.device())?;
-    let mut hh = Tensor::zeros([b, h], DType::F32, be.device())?;
-    f(c.view_mut()?, hh.view_mut()?)?;
-    let mut states = pairs.reshape([b, 2 * h])?;
-    be.copy_cols(&c, 0, states.reborrow(), 0, h, false)?;
-    be.copy_cols(&hh, 0, states, h, h, false)
-}
-
-/// Where a backward kernel accumulates the gradient of a state argument's
-/// `c` half: a view into the argument's gradient (`b == 1`), or a zeroed
-/// `[b, H]` buffer added into it afterwards (also the stand-in for an
-/// argument that needs no gradient).
-enum Sink<'a> {
-    View(TensorMut<'a>),
-    Buffer(Tensor),
-}
-
-impl<'a> Sink<'a> {
-    fn new(
-        be: &dyn Backend,
-        dstates: Option<&'a mut TensorMut<'_>>,
-        b: usize,
-        h: usize,
-    ) -> KResult<Sink<'a>> {
-        match dstates {
-            Some(d) if b == 1 => Ok(Sink::View(
-                d.reborrow().reshape([2, h])?.into_rows_mut(0..1)?,
-            )),
-            _ => Ok(Sink::Buffer(Tensor::zeros(
-                [b, h],
-                DType::F32,
-                be.device(),
-            )?)),
-        }
-    }
-
-    fn view(&mut self) -> KResult<TensorMut<'_>> {
-        match self {
-            Sink::View(v) => Ok(v.reborrow()),
-            Sink::Buffer(t) => t.view_mut(),
-        }
-    }
-
-    /// The buffer still to be added into the argument's gradient, if any
-    /// (ends the borrow of the gradient).
-    fn into_buffer(self) -> Option<Tensor> {
-        match self {
-            Sink::View(_) => None,
-            Sink::Buffer(t) => Some(t),
-        }
-    }
-}
-
-/// Finishes a [`Sink`]: a buffer is added into the `c` half of `dstates`.
-fn drain(
-    be: &dyn Backend,
-    buffer: Option<Tensor>,
-    dstates: Option<&mut TensorMut<'_>>,
-    h: usize,
-) -> KResult<()> {
-    match (buffer, dstates) {
-        (Some(t), Some(d)) => add_to_half(be, &t, d.reborrow(), h, Half::C),
-        _ => Ok(()),
-    }
 }
 
 /// A gradient output the kernel must have: the argument's own gradient, or
@@ -247,11 +146,7 @@ impl Op for LstmCell {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let h = cx.out.row_len() / 2;
-        let c_prev = half(be, prev, h, Half::C)?;
-        write_states(be, cx.out, h, |c, hh| {
-            be.lstm_fwd(gates, &c_prev, act, c, hh)
-        })
+        be.lstm_fwd_states(gates, prev, act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
@@ -265,17 +160,11 @@ impl Op for LstmCell {
         if dgates.is_none() && dprev.is_none() {
             return Ok(());
         }
-        let (b, h) = (out.num_rows(), out.row_len() / 2);
-        let c_prev = half(be, prev, h, Half::C)?;
-        let c = half(be, out, h, Half::C)?;
-        let dc = half(be, dout, h, Half::C)?;
-        let dh = half(be, dout, h, Half::H)?;
         let mut scratch = None;
         let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
         // The previous h enters only through the gates: its half gets nothing.
-        let mut dc_prev = Sink::new(be, dprev.as_mut(), b, h)?;
-        be.lstm_bwd(act, &c_prev, &c, &dc, &dh, dg, dc_prev.view()?)?;
-        drain(be, dc_prev.into_buffer(), dprev.as_mut(), h)
+        let dprev = dprev.as_mut().map(|d| d.reborrow());
+        be.lstm_bwd_states(act, prev, out, dout, dg, dprev)
     }
 }
 
@@ -358,24 +247,12 @@ impl Op for TreeLstmLeaf {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let h = cx.out.row_len() / 2;
         if cx.attr == 0 {
-            return write_states(be, cx.out, h, |c, hh| {
-                be.tree_lstm_leaf_fwd(gates, act, c, hh)
-            });
+            return be.tree_lstm_leaf_fwd_states(gates, act, cx.out);
         }
-        let mask = rd_mask(
-            self.name(),
-            cx.attr,
-            cx.train,
-            cx.seeds,
-            cx.out.num_rows(),
-            h,
-        )?
-        .to_device(be.device())?;
-        write_states(be, cx.out, h, |c, hh| {
-            be.tree_lstm_leaf_rd_fwd(gates, &mask, act, c, hh)
-        })
+        let (b, h) = (cx.out.num_rows(), cx.out.row_len() / 2);
+        let mask = rd_mask(self.name(), cx.attr, cx.train, cx.seeds, b, h)?;
+        be.tree_lstm_leaf_rd_fwd_states(gates, &mask.to_device(be.device())?, act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
@@ -383,14 +260,10 @@ impl Op for TreeLstmLeaf {
         let [Some(dgates)] = cx.dargs.as_mut_slice() else {
             return Ok(());
         };
-        let h = out.row_len() / 2;
-        let c = half(be, out, h, Half::C)?;
-        let dc = half(be, dout, h, Half::C)?;
-        let dh = half(be, dout, h, Half::H)?;
         if cx.attr == 0 {
-            be.tree_lstm_leaf_bwd(act, &c, &dc, &dh, dgates.reborrow())
+            be.tree_lstm_leaf_bwd_states(act, out, dout, dgates.reborrow())
         } else {
-            be.tree_lstm_leaf_rd_bwd(act, &c, &dc, &dh, dgates.reborrow())
+            be.tree_lstm_leaf_rd_bwd_states(act, out, dout, dgates.reborrow())
         }
     }
 }
@@ -470,26 +343,13 @@ impl Op for TreeLstmNode {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let h = cx.out.row_len() / 2;
-        let c_l = half(be, left, h, Half::C)?;
-        let c_r = half(be, right, h, Half::C)?;
         if cx.attr == 0 {
-            return write_states(be, cx.out, h, |c, hh| {
-                be.tree_lstm_node_fwd(gates, &c_l, &c_r, act, c, hh)
-            });
+            return be.tree_lstm_node_fwd_states(gates, left, right, act, cx.out);
         }
-        let mask = rd_mask(
-            self.name(),
-            cx.attr,
-            cx.train,
-            cx.seeds,
-            cx.out.num_rows(),
-            h,
-        )?
-        .to_device(be.device())?;
-        write_states(be, cx.out, h, |c, hh| {
-            be.tree_lstm_node_rd_fwd(gates, &mask, &c_l, &c_r, act, c, hh)
-        })
+        let (b, h) = (cx.out.num_rows(), cx.out.row_len() / 2);
+        let mask = rd_mask(self.name(), cx.attr, cx.train, cx.seeds, b, h)?;
+        let mask = mask.to_device(be.device())?;
+        be.tree_lstm_node_rd_fwd_states(gates, &mask, left, right, act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
@@ -503,25 +363,16 @@ impl Op for TreeLstmNode {
         if dgates.is_none() && dleft.is_none() && dright.is_none() {
             return Ok(());
         }
-        let (b, h) = (out.num_rows(), out.row_len() / 2);
-        let c_l = half(be, left, h, Half::C)?;
-        let c_r = half(be, right, h, Half::C)?;
-        let c = half(be, out, h, Half::C)?;
-        let dc = half(be, dout, h, Half::C)?;
-        let dh = half(be, dout, h, Half::H)?;
         let mut scratch = None;
         let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
         // The children's h enter only through the gates.
-        let mut dc_l = Sink::new(be, dleft.as_mut(), b, h)?;
-        let mut dc_r = Sink::new(be, dright.as_mut(), b, h)?;
-        let (dcl, dcr) = (dc_l.view()?, dc_r.view()?);
+        let dl = dleft.as_mut().map(|d| d.reborrow());
+        let dr = dright.as_mut().map(|d| d.reborrow());
         if cx.attr == 0 {
-            be.tree_lstm_node_bwd(act, &c_l, &c_r, &c, &dc, &dh, dg, dcl, dcr)?;
+            be.tree_lstm_node_bwd_states(act, left, right, out, dout, dg, dl, dr)
         } else {
-            be.tree_lstm_node_rd_bwd(act, &c_l, &c_r, &c, &dc, &dh, dg, dcl, dcr)?;
+            be.tree_lstm_node_rd_bwd_states(act, left, right, out, dout, dg, dl, dr)
         }
-        drain(be, dc_l.into_buffer(), dleft.as_mut(), h)?;
-        drain(be, dc_r.into_buffer(), dright.as_mut(), h)
     }
 }
 

@@ -6,6 +6,7 @@
 //! `[i, f_l, f_r, o, u, m]` (node). Same row structure, checks and AVX2
 //! builds as the plain cells in the parent module.
 
+use super::strided::{cell_outputs, dense, dense_mut, Rows, RowsMut};
 use super::{
     activate, blocks, blocks_mut, out_gate, rows, rows_mut, run_cell, tanh_into, BWD, FWD,
 };
@@ -39,11 +40,11 @@ elementwise! {
 pub(crate) fn leaf_rd_fwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [gates, mask]: [&[f32]; 2],
-    [act, c, h]: [&mut [f32]; 3],
+    [gates, mask]: [Rows<'_>; 2],
+    [act, c, h]: [RowsMut<'_>; 3],
 ) {
     let ins = rows(gates, 3, hd).zip(rows(mask, 1, hd));
-    let outs = rows_mut(act, 4, hd).zip(rows_mut(c, 1, hd).zip(rows_mut(h, 1, hd)));
+    let outs = rows_mut(act, 4, hd).zip(cell_outputs(c, h, hd));
     for ((g, m), (a, (c, h))) in ins.zip(outs) {
         let (a, am) = a.split_at_mut(3 * hd);
         activate(k, g, hd, 2, a);
@@ -58,8 +59,8 @@ pub(crate) fn leaf_rd_fwd_rows(
 pub(crate) fn leaf_rd_bwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [act, c, dc, dh]: [&[f32]; 4],
-    [dgates]: [&mut [f32]; 1],
+    [act, c, dc, dh]: [Rows<'_>; 4],
+    [dgates]: [RowsMut<'_>; 1],
 ) {
     let mut tc = vec![0.0f32; hd];
     let ins = rows(act, 4, hd)
@@ -78,13 +79,13 @@ pub(crate) fn leaf_rd_bwd_rows(
 pub(crate) fn node_rd_fwd_rows(
     k: &CpuKernels,
     hd: usize,
-    [gates, mask, c_l, c_r]: [&[f32]; 4],
-    [act, c, h]: [&mut [f32]; 3],
+    [gates, mask, c_l, c_r]: [Rows<'_>; 4],
+    [act, c, h]: [RowsMut<'_>; 3],
 ) {
     let ins = rows(gates, 5, hd)
         .zip(rows(mask, 1, hd))
         .zip(rows(c_l, 1, hd).zip(rows(c_r, 1, hd)));
-    let outs = rows_mut(act, 6, hd).zip(rows_mut(c, 1, hd).zip(rows_mut(h, 1, hd)));
+    let outs = rows_mut(act, 6, hd).zip(cell_outputs(c, h, hd));
     for (((g, m), (cl, cr)), (a, (c, h))) in ins.zip(outs) {
         let (a, am) = a.split_at_mut(5 * hd);
         activate(k, g, hd, 4, a);
@@ -96,7 +97,12 @@ pub(crate) fn node_rd_fwd_rows(
 }
 
 #[inline(always)]
-pub(crate) fn node_rd_bwd_rows(k: &CpuKernels, hd: usize, ins: [&[f32]; 6], outs: [&mut [f32]; 3]) {
+pub(crate) fn node_rd_bwd_rows(
+    k: &CpuKernels,
+    hd: usize,
+    ins: [Rows<'_>; 6],
+    outs: [RowsMut<'_>; 3],
+) {
     let ([act, c_l, c_r, c, dc, dh], [dgates, dc_l, dc_r]) = (ins, outs);
     let mut tc = vec![0.0f32; hd];
     let state = rows(act, 6, hd)
@@ -129,8 +135,12 @@ impl CpuKernels {
         c: &mut [f32],
         h: &mut [f32],
     ) -> Result<()> {
-        let ins = [("mask", mask, 1), ("gates", gates, 3)];
-        let outs = [("act", act, 4), ("c", c, 1), ("h", h, 1)];
+        let ins = [dense("mask", mask, 1), dense("gates", gates, 3)];
+        let outs = [
+            dense_mut("act", act, 4),
+            dense_mut("c", c, 1),
+            dense_mut("h", h, 1),
+        ];
         run_cell(
             "tree_lstm_leaf_rd_fwd",
             FWD,
@@ -152,13 +162,18 @@ impl CpuKernels {
         hidden: usize,
         dgates: &mut [f32],
     ) -> Result<()> {
-        let ins = [("c", c, 1), ("act", act, 4), ("dc", dc, 1), ("dh", dh, 1)];
+        let ins = [
+            dense("c", c, 1),
+            dense("act", act, 4),
+            dense("dc", dc, 1),
+            dense("dh", dh, 1),
+        ];
         run_cell(
             "tree_lstm_leaf_rd_bwd",
             BWD,
             hidden,
             ins,
-            [("dgates", dgates, 3)],
+            [dense_mut("dgates", dgates, 3)],
             |[c, a, dc, dh], o| dispatch!(self, leaf_rd_bwd_rows, hidden, [a, c, dc, dh], o),
         )
     }
@@ -181,12 +196,16 @@ impl CpuKernels {
         h: &mut [f32],
     ) -> Result<()> {
         let ins = [
-            ("c_l", c_l, 1),
-            ("gates", gates, 5),
-            ("mask", mask, 1),
-            ("c_r", c_r, 1),
+            dense("c_l", c_l, 1),
+            dense("gates", gates, 5),
+            dense("mask", mask, 1),
+            dense("c_r", c_r, 1),
         ];
-        let outs = [("act", act, 6), ("c", c, 1), ("h", h, 1)];
+        let outs = [
+            dense_mut("act", act, 6),
+            dense_mut("c", c, 1),
+            dense_mut("h", h, 1),
+        ];
         run_cell(
             "tree_lstm_node_rd_fwd",
             FWD,
@@ -214,14 +233,18 @@ impl CpuKernels {
         dc_r: &mut [f32],
     ) -> Result<()> {
         let ins = [
-            ("c_l", c_l, 1),
-            ("act", act, 6),
-            ("c_r", c_r, 1),
-            ("c", c, 1),
-            ("dc", dc, 1),
-            ("dh", dh, 1),
+            dense("c_l", c_l, 1),
+            dense("act", act, 6),
+            dense("c_r", c_r, 1),
+            dense("c", c, 1),
+            dense("dc", dc, 1),
+            dense("dh", dh, 1),
         ];
-        let outs = [("dgates", dgates, 5), ("dc_l", dc_l, 1), ("dc_r", dc_r, 1)];
+        let outs = [
+            dense_mut("dgates", dgates, 5),
+            dense_mut("dc_l", dc_l, 1),
+            dense_mut("dc_r", dc_r, 1),
+        ];
         run_cell(
             "tree_lstm_node_rd_bwd",
             BWD,

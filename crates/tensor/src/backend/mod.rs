@@ -12,6 +12,7 @@ mod matmul;
 mod optim;
 mod rows;
 mod softmax;
+mod state_cells;
 
 pub use cells::CellOps;
 pub use elementwise::{Binary, ElementwiseOps, Unary};
@@ -19,6 +20,7 @@ pub use matmul::MatmulOps;
 pub use optim::OptimOps;
 pub use rows::RowOps;
 pub use softmax::SoftmaxOps;
+pub use state_cells::StateCellOps;
 
 /// The kernels of one device, on tensors.
 ///
@@ -26,7 +28,7 @@ pub use softmax::SoftmaxOps;
 /// `&dyn Backend`, picked at run time by [`Device::backend`]), with a method
 /// for every kernel family, grouped in one supertrait per family
 /// ([`MatmulOps`], [`ElementwiseOps`], [`RowOps`], [`SoftmaxOps`],
-/// [`CellOps`], [`OptimOps`]); their methods are callable on a
+/// [`CellOps`], [`StateCellOps`], [`OptimOps`]); their methods are callable on a
 /// `&dyn Backend` without importing them (on a concrete backend type,
 /// `use sheaf_tensor::prelude::*`). Contracts shared by all methods:
 ///
@@ -54,7 +56,16 @@ pub use softmax::SoftmaxOps;
 ///   whose columns are the last one: `[b, t, d]` is a `(b t) x d` matrix.
 ///   Fused cells take rank-2 `[batch, width]` tensors.
 pub trait Backend:
-    MatmulOps + ElementwiseOps + RowOps + SoftmaxOps + CellOps + OptimOps + Send + Sync + fmt::Debug
+    MatmulOps
+    + ElementwiseOps
+    + RowOps
+    + SoftmaxOps
+    + CellOps
+    + StateCellOps
+    + OptimOps
+    + Send
+    + Sync
+    + fmt::Debug
 {
     /// The device this backend runs on.
     fn device(&self) -> Device;

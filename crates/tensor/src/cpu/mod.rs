@@ -21,6 +21,7 @@ mod matmul;
 mod optim;
 mod rows;
 mod softmax;
+mod state_cells;
 
 /// The CPU backend: [`Backend`] on host tensors, through [`CpuKernels`].
 ///

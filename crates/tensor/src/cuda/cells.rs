@@ -8,6 +8,9 @@ use crate::cell_shapes;
 use crate::error::Result;
 use crate::{Tensor, TensorMut};
 
+/// The defaults: the CUDA cells take `c` and `h` as separate blocks.
+impl crate::backend::StateCellOps for CudaBackend {}
+
 impl CellOps for CudaBackend {
     fn lstm_fwd(
         &self,

@@ -6,6 +6,7 @@
 //! differs.
 
 use crate::cells as rows;
+use crate::cells::{Rows, RowsMut};
 use crate::CpuKernels;
 
 /// Defines `unsafe fn name(k, hidden, ins, outs)`, the AVX2 build of
@@ -19,7 +20,7 @@ macro_rules! avx2_build {
         /// `CpuKernels` with isa `Avx2`). The body is safe slice code: it
         /// places no requirement on the arguments.
         #[target_feature(enable = "avx2,fma")]
-        pub(crate) unsafe fn $name(k: &CpuKernels, hd: usize, ins: [&[f32]; $n], outs: [&mut [f32]; $m]) {
+        pub(crate) unsafe fn $name(k: &CpuKernels, hd: usize, ins: [Rows<'_>; $n], outs: [RowsMut<'_>; $m]) {
             rows::$name(k, hd, ins, outs)
         }
     )*};

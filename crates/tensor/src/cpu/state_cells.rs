@@ -1,0 +1,323 @@
+//! StateCellOps for the CPU backend: the kernels read and write the
+//! states' halves at their row pitch, so nothing is copied.
+#![allow(clippy::too_many_arguments)]
+
+use super::{f32_in, f32_out, CpuBackend};
+use crate::backend::StateCellOps;
+use crate::check::Cell;
+use crate::error::{Result, TensorError};
+use crate::{Tensor, TensorMut};
+
+/// A state gradient the kernel adds into: the argument's own, or a scratch
+/// `[b, 2H]` for a state that needs none.
+fn grad_or_scratch<'a>(
+    op: &'static str,
+    arg: &'static str,
+    d: Option<TensorMut<'a>>,
+    scratch: &'a mut Vec<f32>,
+    cell: &Cell,
+) -> Result<&'a mut [f32]> {
+    match d {
+        Some(d) => f32_out(op, arg, d),
+        None => {
+            scratch.resize(cell.b * 2 * cell.h, 0.0);
+            Ok(scratch)
+        }
+    }
+}
+
+impl StateCellOps for CpuBackend {
+    fn lstm_fwd_states(
+        &self,
+        gates: &Tensor,
+        prev: &Tensor,
+        act: TensorMut<'_>,
+        states: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "lstm_fwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(4, gates.shape())?;
+        cell.gates("prev", 2, prev.shape())?;
+        cell.gates("act", 4, act.shape())?;
+        let (gates, prev) = (f32_in(OP, "gates", gates)?, f32_in(OP, "prev", prev)?);
+        let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .lstm_fwd_states(gates, prev, cell.h, act, states)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn lstm_bwd_states(
+        &self,
+        act: &Tensor,
+        prev: &Tensor,
+        states: &Tensor,
+        dstates: &Tensor,
+        dgates: TensorMut<'_>,
+        dprev: Option<TensorMut<'_>>,
+    ) -> Result<()> {
+        const OP: &str = "lstm_bwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(4, act.shape())?;
+        cell.gates("prev", 2, prev.shape())?;
+        cell.gates("dstates", 2, dstates.shape())?;
+        cell.gates("dgates", 4, dgates.shape())?;
+        if let Some(d) = &dprev {
+            cell.gates("dprev", 2, d.shape())?;
+        }
+        let (act, prev) = (f32_in(OP, "act", act)?, f32_in(OP, "prev", prev)?);
+        let (states, dstates) = (
+            f32_in(OP, "states", states)?,
+            f32_in(OP, "dstates", dstates)?,
+        );
+        let dgates = f32_out(OP, "dgates", dgates)?;
+        let mut scratch = Vec::new();
+        let dprev = grad_or_scratch(OP, "dprev", dprev, &mut scratch, &cell)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .lstm_bwd_states(act, prev, states, dstates, cell.h, dgates, dprev)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_leaf_fwd_states(
+        &self,
+        gates: &Tensor,
+        act: TensorMut<'_>,
+        states: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_leaf_fwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(3, gates.shape())?;
+        cell.gates("act", 3, act.shape())?;
+        let gates = f32_in(OP, "gates", gates)?;
+        let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_leaf_fwd_states(gates, cell.h, act, states)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_leaf_bwd_states(
+        &self,
+        act: &Tensor,
+        states: &Tensor,
+        dstates: &Tensor,
+        dgates: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_leaf_bwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(3, act.shape())?;
+        cell.gates("dstates", 2, dstates.shape())?;
+        cell.gates("dgates", 3, dgates.shape())?;
+        let act = f32_in(OP, "act", act)?;
+        let (states, dstates) = (
+            f32_in(OP, "states", states)?,
+            f32_in(OP, "dstates", dstates)?,
+        );
+        let dgates = f32_out(OP, "dgates", dgates)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_leaf_bwd_states(act, states, dstates, cell.h, dgates)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_node_fwd_states(
+        &self,
+        gates: &Tensor,
+        left: &Tensor,
+        right: &Tensor,
+        act: TensorMut<'_>,
+        states: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_node_fwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(5, gates.shape())?;
+        cell.gates("left", 2, left.shape())?;
+        cell.gates("right", 2, right.shape())?;
+        cell.gates("act", 5, act.shape())?;
+        let gates = f32_in(OP, "gates", gates)?;
+        let (left, right) = (f32_in(OP, "left", left)?, f32_in(OP, "right", right)?);
+        let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_node_fwd_states(gates, left, right, cell.h, act, states)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_node_bwd_states(
+        &self,
+        act: &Tensor,
+        left: &Tensor,
+        right: &Tensor,
+        states: &Tensor,
+        dstates: &Tensor,
+        dgates: TensorMut<'_>,
+        dleft: Option<TensorMut<'_>>,
+        dright: Option<TensorMut<'_>>,
+    ) -> Result<()> {
+        node_bwd(
+            self,
+            "tree_lstm_node_bwd",
+            5,
+            [act, left, right, states, dstates],
+            dgates,
+            dleft,
+            dright,
+        )
+    }
+
+    fn tree_lstm_leaf_rd_fwd_states(
+        &self,
+        gates: &Tensor,
+        mask: &Tensor,
+        act: TensorMut<'_>,
+        states: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_leaf_rd_fwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(3, gates.shape())?;
+        cell.gates("mask", 1, mask.shape())?;
+        cell.gates("act", 4, act.shape())?;
+        let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
+        let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_leaf_rd_fwd_states(gates, mask, cell.h, act, states)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_leaf_rd_bwd_states(
+        &self,
+        act: &Tensor,
+        states: &Tensor,
+        dstates: &Tensor,
+        dgates: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_leaf_rd_bwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates("act", 4, act.shape())?;
+        cell.gates("dstates", 2, dstates.shape())?;
+        cell.gates("dgates", 3, dgates.shape())?;
+        let act = f32_in(OP, "act", act)?;
+        let (states, dstates) = (
+            f32_in(OP, "states", states)?,
+            f32_in(OP, "dstates", dstates)?,
+        );
+        let dgates = f32_out(OP, "dgates", dgates)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_leaf_rd_bwd_states(act, states, dstates, cell.h, dgates)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_node_rd_fwd_states(
+        &self,
+        gates: &Tensor,
+        mask: &Tensor,
+        left: &Tensor,
+        right: &Tensor,
+        act: TensorMut<'_>,
+        states: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "tree_lstm_node_rd_fwd";
+        let cell = Cell::states(OP, "states", states.shape())?;
+        cell.gates_in(5, gates.shape())?;
+        cell.gates("mask", 1, mask.shape())?;
+        cell.gates("left", 2, left.shape())?;
+        cell.gates("right", 2, right.shape())?;
+        cell.gates("act", 6, act.shape())?;
+        let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
+        let (left, right) = (f32_in(OP, "left", left)?, f32_in(OP, "right", right)?);
+        let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
+        if cell.is_empty() {
+            return Ok(());
+        }
+        self.kernels
+            .tree_lstm_node_rd_fwd_states(gates, mask, left, right, cell.h, act, states)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn tree_lstm_node_rd_bwd_states(
+        &self,
+        act: &Tensor,
+        left: &Tensor,
+        right: &Tensor,
+        states: &Tensor,
+        dstates: &Tensor,
+        dgates: TensorMut<'_>,
+        dleft: Option<TensorMut<'_>>,
+        dright: Option<TensorMut<'_>>,
+    ) -> Result<()> {
+        node_bwd(
+            self,
+            "tree_lstm_node_rd_bwd",
+            6,
+            [act, left, right, states, dstates],
+            dgates,
+            dleft,
+            dright,
+        )
+    }
+}
+
+/// The internal node's backward, plain (`act` of 5 blocks) or with
+/// recurrent dropout (6: the mask appended).
+fn node_bwd(
+    be: &CpuBackend,
+    op: &'static str,
+    act_blocks: usize,
+    [act, left, right, states, dstates]: [&Tensor; 5],
+    dgates: TensorMut<'_>,
+    dleft: Option<TensorMut<'_>>,
+    dright: Option<TensorMut<'_>>,
+) -> Result<()> {
+    let cell = Cell::states(op, "states", states.shape())?;
+    cell.gates("act", act_blocks, act.shape())?;
+    cell.gates("left", 2, left.shape())?;
+    cell.gates("right", 2, right.shape())?;
+    cell.gates("dstates", 2, dstates.shape())?;
+    cell.gates("dgates", 5, dgates.shape())?;
+    for (arg, d) in [("dleft", &dleft), ("dright", &dright)] {
+        if let Some(d) = d {
+            cell.gates(arg, 2, d.shape())?;
+        }
+    }
+    let act = f32_in(op, "act", act)?;
+    let (left, right) = (f32_in(op, "left", left)?, f32_in(op, "right", right)?);
+    let (states, dstates) = (
+        f32_in(op, "states", states)?,
+        f32_in(op, "dstates", dstates)?,
+    );
+    let dgates = f32_out(op, "dgates", dgates)?;
+    let (mut s1, mut s2) = (Vec::new(), Vec::new());
+    let dleft = grad_or_scratch(op, "dleft", dleft, &mut s1, &cell)?;
+    let dright = grad_or_scratch(op, "dright", dright, &mut s2, &cell)?;
+    if cell.is_empty() {
+        return Ok(());
+    }
+    let k = &be.kernels;
+    let result = if act_blocks == 6 {
+        k.tree_lstm_node_rd_bwd_states(
+            act, left, right, states, dstates, cell.h, dgates, dleft, dright,
+        )
+    } else {
+        k.tree_lstm_node_bwd_states(
+            act, left, right, states, dstates, cell.h, dgates, dleft, dright,
+        )
+    };
+    result.map_err(TensorError::kernel(op))
+}
