@@ -248,6 +248,28 @@ impl ParamStore {
         Ok(e.grad.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Locks a dense parameter's accumulator if no other thread holds it:
+    /// `None` when it is busy, or when the parameter is a lookup table
+    /// (tables are written a few rows at a time, so waiting is cheap, and
+    /// a private copy of one would not be). Executors running side by side
+    /// on one store then accumulate into a buffer of their own instead of
+    /// waiting through another's product.
+    pub fn try_lock_grad(
+        &self,
+        id: ParamId,
+        op: &'static str,
+    ) -> Result<Option<MutexGuard<'_, GradAcc>>> {
+        let e = self.entry(id, op)?;
+        if e.table {
+            return Ok(Some(e.grad.lock().unwrap_or_else(|p| p.into_inner())));
+        }
+        match e.grad.try_lock() {
+            Ok(g) => Ok(Some(g)),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(Some(p.into_inner())),
+            Err(std::sync::TryLockError::WouldBlock) => Ok(None),
+        }
+    }
+
     /// Zeroes every gradient (only the touched rows of tables).
     pub fn zero_grads(&mut self) -> Result<()> {
         for e in &mut self.entries {

@@ -12,7 +12,7 @@ use std::sync::MutexGuard;
 use std::time::Instant;
 
 use sheaf_autodiff::{
-    ArgRole, Backward, Expr, GradAcc, Graph, GraphError, NodeId, NodeKind, ParamStore,
+    ArgRole, Backward, Expr, GradAcc, Graph, GraphError, NodeId, NodeKind, ParamId, ParamStore,
 };
 use sheaf_tensor::{Shape, Tensor, TensorError, TensorMut};
 
@@ -31,6 +31,9 @@ enum Dst<'s> {
     Temp(Tensor),
     /// Into a parameter's accumulator (shared arguments).
     Param(MutexGuard<'s, GradAcc>),
+    /// Into a zeroed buffer added to parameter `p`'s accumulator after the
+    /// call: another thread held it (executors side by side on one store).
+    Deferred(ParamId, Tensor),
 }
 
 impl Executor {
@@ -270,7 +273,13 @@ impl Executor {
                         .any(|k| op.arg_role(k, n) == ArgRole::Share && g.args(first)[k] == a);
                     match g.node(a).kind() {
                         NodeKind::Input(_) => Dst::Skip,
-                        NodeKind::Param(p) if !repeated => Dst::Param(store.lock_grad(p, name)?),
+                        NodeKind::Param(p) if !repeated => match store.try_lock_grad(p, name)? {
+                            Some(acc) => Dst::Param(acc),
+                            None => {
+                                let t = self.arena.zeros(g.node(a).shape()).map_err(&err)?;
+                                Dst::Deferred(p, t)
+                            }
+                        },
                         _ => Dst::Temp(self.arena.zeros(g.node(a).shape()).map_err(&err)?),
                     }
                 }
@@ -295,6 +304,7 @@ impl Executor {
                     }
                     Dst::Temp(t) => Some(t.view_mut().map_err(&err)?),
                     Dst::Param(acc) => Some(acc.grad.view_mut().map_err(&err)?),
+                    Dst::Deferred(_, t) => Some(t.view_mut().map_err(&err)?),
                 });
             }
             let _span = tracing::trace_span!("kernel").entered();
@@ -323,6 +333,19 @@ impl Executor {
                     Some((_, rows)) => acc.rows.extend_from_slice(rows),
                     None => acc.dense = true,
                 },
+                Dst::Deferred(p, t) => {
+                    // Zero outside any touched rows: adding all of it adds
+                    // exactly what a direct write would have.
+                    let mut acc = store.lock_grad(p, name)?;
+                    let dst = acc.grad.view_mut().map_err(&err)?;
+                    self.backend.axpy(1.0, &t, dst).map_err(&err)?;
+                    match touched.iter().find(|(a, _)| *a == j) {
+                        Some((_, rows)) => acc.rows.extend_from_slice(rows),
+                        None => acc.dense = true,
+                    }
+                    drop(acc);
+                    self.arena.recycle(t);
+                }
                 Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
                 Dst::Temp(t) => temps.push((j, t)),
             }
