@@ -170,3 +170,113 @@ pub(crate) fn node_bwd(
     cell.state("dc_r", dc_r)?;
     Ok(cell)
 }
+
+// ----- the same cells on batches of states `[b, 2H]` (`StateCellOps`) -----
+// Checked in the CPU override's order, by both the override and the
+// defaults, before any kernel runs. `None` gradients are not checked.
+
+/// Argument `arg`, `k` blocks of H wide, if given.
+fn opt_gates(cell: &Cell, arg: &'static str, k: usize, got: Option<Shape>) -> Result<()> {
+    got.map_or(Ok(()), |s| cell.gates(arg, k, s))
+}
+
+pub(crate) fn lstm_fwd_states(
+    gates: Shape,
+    prev: Shape,
+    act: Shape,
+    states: Shape,
+) -> Result<Cell> {
+    let cell = Cell::states("lstm_fwd", "states", states)?;
+    cell.gates_in(4, gates)?;
+    cell.gates("prev", 2, prev)?;
+    cell.gates("act", 4, act)?;
+    Ok(cell)
+}
+
+pub(crate) fn lstm_bwd_states(
+    act: Shape,
+    prev: Shape,
+    states: Shape,
+    dstates: Shape,
+    dgates: Shape,
+    dprev: Option<Shape>,
+) -> Result<Cell> {
+    let cell = Cell::states("lstm_bwd", "states", states)?;
+    cell.gates_in(4, act)?;
+    cell.gates("prev", 2, prev)?;
+    cell.gates("dstates", 2, dstates)?;
+    cell.gates("dgates", 4, dgates)?;
+    opt_gates(&cell, "dprev", 2, dprev)?;
+    Ok(cell)
+}
+
+/// The leaf forward on states, plain (`mask` None) or with recurrent
+/// dropout.
+pub(crate) fn leaf_fwd_states(
+    op: &'static str,
+    gates: Shape,
+    mask: Option<Shape>,
+    act: Shape,
+    states: Shape,
+) -> Result<Cell> {
+    let cell = Cell::states(op, "states", states)?;
+    cell.gates_in(3, gates)?;
+    opt_gates(&cell, "mask", 1, mask)?;
+    cell.gates("act", if mask.is_some() { 4 } else { 3 }, act)?;
+    Ok(cell)
+}
+
+pub(crate) fn leaf_bwd_states(
+    op: &'static str,
+    rd: bool,
+    act: Shape,
+    states: Shape,
+    dstates: Shape,
+    dgates: Shape,
+) -> Result<Cell> {
+    let cell = Cell::states(op, "states", states)?;
+    if rd {
+        cell.gates("act", 4, act)?;
+    } else {
+        cell.gates_in(3, act)?;
+    }
+    cell.gates("dstates", 2, dstates)?;
+    cell.gates("dgates", 3, dgates)?;
+    Ok(cell)
+}
+
+pub(crate) fn node_fwd_states(
+    op: &'static str,
+    gates: Shape,
+    mask: Option<Shape>,
+    [left, right]: [Shape; 2],
+    act: Shape,
+    states: Shape,
+) -> Result<Cell> {
+    let cell = Cell::states(op, "states", states)?;
+    cell.gates_in(5, gates)?;
+    opt_gates(&cell, "mask", 1, mask)?;
+    cell.gates("left", 2, left)?;
+    cell.gates("right", 2, right)?;
+    cell.gates("act", if mask.is_some() { 6 } else { 5 }, act)?;
+    Ok(cell)
+}
+
+pub(crate) fn node_bwd_states(
+    op: &'static str,
+    rd: bool,
+    [act, left, right, states, dstates]: [Shape; 5],
+    dgates: Shape,
+    dleft: Option<Shape>,
+    dright: Option<Shape>,
+) -> Result<Cell> {
+    let cell = Cell::states(op, "states", states)?;
+    cell.gates("act", if rd { 6 } else { 5 }, act)?;
+    cell.gates("left", 2, left)?;
+    cell.gates("right", 2, right)?;
+    cell.gates("dstates", 2, dstates)?;
+    cell.gates("dgates", 5, dgates)?;
+    opt_gates(&cell, "dleft", 2, dleft)?;
+    opt_gates(&cell, "dright", 2, dright)?;
+    Ok(cell)
+}

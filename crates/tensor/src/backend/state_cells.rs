@@ -12,19 +12,36 @@
 #![allow(clippy::too_many_arguments)]
 
 use super::{CellOps, RowOps};
+use crate::cell_shapes;
+use crate::check::meta;
 use crate::error::Result;
-use crate::{DType, Tensor, TensorMut};
+use crate::{DType, Device, Tensor, TensorMut};
+
+/// An argument's name, dtype and device.
+type Meta = (&'static str, DType, Device);
+
+fn of(arg: &'static str, t: &Tensor) -> Meta {
+    (arg, t.dtype(), t.device())
+}
+
+fn of_mut(arg: &'static str, t: &TensorMut<'_>) -> Meta {
+    (arg, t.dtype(), t.device())
+}
+
+/// Every argument is f32 on the states' device. The defaults check this
+/// with the shapes, before any kernel: the kernels' own checks come only
+/// after earlier copies and kernels have written, and a rejected call
+/// must leave its outputs alone.
+fn f32_on(op: &'static str, device: Device, args: &[Meta]) -> Result<()> {
+    args.iter()
+        .try_for_each(|&(arg, dtype, dev)| meta::<f32>(op, arg, dtype, dev, device))
+}
 
 /// Which half of a state row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Half {
     C = 0,
     H = 1,
-}
-
-/// `H` of a batch of states `[b, 2H]`.
-fn hidden(states: &TensorMut<'_>) -> usize {
-    states.row_len() / 2
 }
 
 /// Half `which` of the states `[b, 2H]`, as `[b, H]`: a view when
@@ -128,6 +145,42 @@ fn drain<B: RowOps + ?Sized>(
     }
 }
 
+/// The node backward's checks (plain or with recurrent dropout): shapes,
+/// then dtypes and devices, as the CPU override makes them.
+fn check_node_bwd(
+    op: &'static str,
+    rd: bool,
+    [act, left, right, states, dstates]: [&Tensor; 5],
+    dgates: &TensorMut<'_>,
+    dleft: &Option<TensorMut<'_>>,
+    dright: &Option<TensorMut<'_>>,
+) -> Result<()> {
+    let shapes = [act, left, right, states, dstates].map(|t| t.shape());
+    cell_shapes::node_bwd_states(
+        op,
+        rd,
+        shapes,
+        dgates.shape(),
+        dleft.as_ref().map(|d| d.shape()),
+        dright.as_ref().map(|d| d.shape()),
+    )?;
+    let args = [
+        of("act", act),
+        of("left", left),
+        of("right", right),
+        of("states", states),
+        of("dstates", dstates),
+        of_mut("dgates", dgates),
+    ];
+    f32_on(op, states.device(), &args)?;
+    for (arg, d) in [("dleft", dleft), ("dright", dright)] {
+        if let Some(d) = d {
+            f32_on(op, states.device(), &[of_mut(arg, d)])?;
+        }
+    }
+    Ok(())
+}
+
 /// The cells of [`CellOps`] on batches of states `[b, 2H]` (rows
 /// `[c | h]`): forward reads the previous `c` halves and writes the new
 /// states; backward reads `c`, and `dc` / `dh` from the states' gradient
@@ -149,7 +202,16 @@ pub trait StateCellOps: CellOps + RowOps {
         act: TensorMut<'_>,
         states: TensorMut<'_>,
     ) -> Result<()> {
-        let h = hidden(&states);
+        const OP: &str = "lstm_fwd";
+        let cell =
+            cell_shapes::lstm_fwd_states(gates.shape(), prev.shape(), act.shape(), states.shape())?;
+        let args = [of("gates", gates), of("prev", prev), of_mut("act", &act)];
+        f32_on(OP, states.device(), &args)?;
+        f32_on(OP, states.device(), &[of_mut("states", &states)])?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        let h = cell.h;
         let c_prev = half(self, prev, h, Half::C)?;
         write_states(self, states, h, |c, hh| {
             self.lstm_fwd(gates, &c_prev, act, c, hh)
@@ -166,7 +228,30 @@ pub trait StateCellOps: CellOps + RowOps {
         dgates: TensorMut<'_>,
         mut dprev: Option<TensorMut<'_>>,
     ) -> Result<()> {
-        let h = states.row_len() / 2;
+        const OP: &str = "lstm_bwd";
+        let cell = cell_shapes::lstm_bwd_states(
+            act.shape(),
+            prev.shape(),
+            states.shape(),
+            dstates.shape(),
+            dgates.shape(),
+            dprev.as_ref().map(|d| d.shape()),
+        )?;
+        let args = [
+            of("act", act),
+            of("prev", prev),
+            of("states", states),
+            of("dstates", dstates),
+            of_mut("dgates", &dgates),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if let Some(d) = &dprev {
+            f32_on(OP, states.device(), &[of_mut("dprev", d)])?;
+        }
+        if cell.is_empty() {
+            return Ok(());
+        }
+        let h = cell.h;
         let c_prev = half(self, prev, h, Half::C)?;
         let c = half(self, states, h, Half::C)?;
         let dc = half(self, dstates, h, Half::C)?;
@@ -184,8 +269,19 @@ pub trait StateCellOps: CellOps + RowOps {
         act: TensorMut<'_>,
         states: TensorMut<'_>,
     ) -> Result<()> {
-        let h = hidden(&states);
-        write_states(self, states, h, |c, hh| {
+        const OP: &str = "tree_lstm_leaf_fwd";
+        let cell =
+            cell_shapes::leaf_fwd_states(OP, gates.shape(), None, act.shape(), states.shape())?;
+        let args = [
+            of("gates", gates),
+            of_mut("act", &act),
+            of_mut("states", &states),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        write_states(self, states, cell.h, |c, hh| {
             self.tree_lstm_leaf_fwd(gates, act, c, hh)
         })
     }
@@ -198,7 +294,21 @@ pub trait StateCellOps: CellOps + RowOps {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
     ) -> Result<()> {
-        let h = states.row_len() / 2;
+        const OP: &str = "tree_lstm_leaf_bwd";
+        let (act_s, d_s) = (act.shape(), dstates.shape());
+        let cell =
+            cell_shapes::leaf_bwd_states(OP, false, act_s, states.shape(), d_s, dgates.shape())?;
+        let args = [
+            of("act", act),
+            of("states", states),
+            of("dstates", dstates),
+            of_mut("dgates", &dgates),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        let h = cell.h;
         let c = half(self, states, h, Half::C)?;
         let dc = half(self, dstates, h, Half::C)?;
         let dh = half(self, dstates, h, Half::H)?;
@@ -215,7 +325,28 @@ pub trait StateCellOps: CellOps + RowOps {
         act: TensorMut<'_>,
         states: TensorMut<'_>,
     ) -> Result<()> {
-        let h = hidden(&states);
+        const OP: &str = "tree_lstm_node_fwd";
+        let children = [left.shape(), right.shape()];
+        let cell = cell_shapes::node_fwd_states(
+            OP,
+            gates.shape(),
+            None,
+            children,
+            act.shape(),
+            states.shape(),
+        )?;
+        let args = [
+            of("gates", gates),
+            of("left", left),
+            of("right", right),
+            of_mut("act", &act),
+            of_mut("states", &states),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        let h = cell.h;
         let c_l = half(self, left, h, Half::C)?;
         let c_r = half(self, right, h, Half::C)?;
         write_states(self, states, h, |c, hh| {
@@ -235,6 +366,18 @@ pub trait StateCellOps: CellOps + RowOps {
         mut dleft: Option<TensorMut<'_>>,
         mut dright: Option<TensorMut<'_>>,
     ) -> Result<()> {
+        const OP: &str = "tree_lstm_node_bwd";
+        check_node_bwd(
+            OP,
+            false,
+            [act, left, right, states, dstates],
+            &dgates,
+            &dleft,
+            &dright,
+        )?;
+        if states.num_rows() == 0 || states.row_len() == 0 {
+            return Ok(());
+        }
         let h = states.row_len() / 2;
         let c_l = half(self, left, h, Half::C)?;
         let c_r = half(self, right, h, Half::C)?;
@@ -267,8 +410,21 @@ pub trait StateCellOps: CellOps + RowOps {
         act: TensorMut<'_>,
         states: TensorMut<'_>,
     ) -> Result<()> {
-        let h = hidden(&states);
-        write_states(self, states, h, |c, hh| {
+        const OP: &str = "tree_lstm_leaf_rd_fwd";
+        let mask_s = Some(mask.shape());
+        let cell =
+            cell_shapes::leaf_fwd_states(OP, gates.shape(), mask_s, act.shape(), states.shape())?;
+        let args = [
+            of("gates", gates),
+            of("mask", mask),
+            of_mut("act", &act),
+            of_mut("states", &states),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        write_states(self, states, cell.h, |c, hh| {
             self.tree_lstm_leaf_rd_fwd(gates, mask, act, c, hh)
         })
     }
@@ -282,7 +438,21 @@ pub trait StateCellOps: CellOps + RowOps {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
     ) -> Result<()> {
-        let h = states.row_len() / 2;
+        const OP: &str = "tree_lstm_leaf_rd_bwd";
+        let (act_s, d_s) = (act.shape(), dstates.shape());
+        let cell =
+            cell_shapes::leaf_bwd_states(OP, true, act_s, states.shape(), d_s, dgates.shape())?;
+        let args = [
+            of("act", act),
+            of("states", states),
+            of("dstates", dstates),
+            of_mut("dgates", &dgates),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        let h = cell.h;
         let c = half(self, states, h, Half::C)?;
         let dc = half(self, dstates, h, Half::C)?;
         let dh = half(self, dstates, h, Half::H)?;
@@ -300,7 +470,29 @@ pub trait StateCellOps: CellOps + RowOps {
         act: TensorMut<'_>,
         states: TensorMut<'_>,
     ) -> Result<()> {
-        let h = hidden(&states);
+        const OP: &str = "tree_lstm_node_rd_fwd";
+        let children = [left.shape(), right.shape()];
+        let cell = cell_shapes::node_fwd_states(
+            OP,
+            gates.shape(),
+            Some(mask.shape()),
+            children,
+            act.shape(),
+            states.shape(),
+        )?;
+        let args = [
+            of("gates", gates),
+            of("mask", mask),
+            of("left", left),
+            of("right", right),
+            of_mut("act", &act),
+            of_mut("states", &states),
+        ];
+        f32_on(OP, states.device(), &args)?;
+        if cell.is_empty() {
+            return Ok(());
+        }
+        let h = cell.h;
         let c_l = half(self, left, h, Half::C)?;
         let c_r = half(self, right, h, Half::C)?;
         write_states(self, states, h, |c, hh| {
@@ -321,6 +513,18 @@ pub trait StateCellOps: CellOps + RowOps {
         mut dleft: Option<TensorMut<'_>>,
         mut dright: Option<TensorMut<'_>>,
     ) -> Result<()> {
+        const OP: &str = "tree_lstm_node_rd_bwd";
+        check_node_bwd(
+            OP,
+            true,
+            [act, left, right, states, dstates],
+            &dgates,
+            &dleft,
+            &dright,
+        )?;
+        if states.num_rows() == 0 || states.row_len() == 0 {
+            return Ok(());
+        }
         let h = states.row_len() / 2;
         let c_l = half(self, left, h, Half::C)?;
         let c_r = half(self, right, h, Half::C)?;

@@ -4,6 +4,7 @@
 
 use super::{f32_in, f32_out, CpuBackend};
 use crate::backend::StateCellOps;
+use crate::cell_shapes;
 use crate::check::Cell;
 use crate::error::{Result, TensorError};
 use crate::{Tensor, TensorMut};
@@ -35,10 +36,8 @@ impl StateCellOps for CpuBackend {
         states: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "lstm_fwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(4, gates.shape())?;
-        cell.gates("prev", 2, prev.shape())?;
-        cell.gates("act", 4, act.shape())?;
+        let cell =
+            cell_shapes::lstm_fwd_states(gates.shape(), prev.shape(), act.shape(), states.shape())?;
         let (gates, prev) = (f32_in(OP, "gates", gates)?, f32_in(OP, "prev", prev)?);
         let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
         if cell.is_empty() {
@@ -59,14 +58,14 @@ impl StateCellOps for CpuBackend {
         dprev: Option<TensorMut<'_>>,
     ) -> Result<()> {
         const OP: &str = "lstm_bwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(4, act.shape())?;
-        cell.gates("prev", 2, prev.shape())?;
-        cell.gates("dstates", 2, dstates.shape())?;
-        cell.gates("dgates", 4, dgates.shape())?;
-        if let Some(d) = &dprev {
-            cell.gates("dprev", 2, d.shape())?;
-        }
+        let cell = cell_shapes::lstm_bwd_states(
+            act.shape(),
+            prev.shape(),
+            states.shape(),
+            dstates.shape(),
+            dgates.shape(),
+            dprev.as_ref().map(|d| d.shape()),
+        )?;
         let (act, prev) = (f32_in(OP, "act", act)?, f32_in(OP, "prev", prev)?);
         let (states, dstates) = (
             f32_in(OP, "states", states)?,
@@ -90,9 +89,8 @@ impl StateCellOps for CpuBackend {
         states: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_fwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(3, gates.shape())?;
-        cell.gates("act", 3, act.shape())?;
+        let cell =
+            cell_shapes::leaf_fwd_states(OP, gates.shape(), None, act.shape(), states.shape())?;
         let gates = f32_in(OP, "gates", gates)?;
         let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
         if cell.is_empty() {
@@ -111,10 +109,9 @@ impl StateCellOps for CpuBackend {
         dgates: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_bwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(3, act.shape())?;
-        cell.gates("dstates", 2, dstates.shape())?;
-        cell.gates("dgates", 3, dgates.shape())?;
+        let (act_s, d_s) = (act.shape(), dstates.shape());
+        let cell =
+            cell_shapes::leaf_bwd_states(OP, false, act_s, states.shape(), d_s, dgates.shape())?;
         let act = f32_in(OP, "act", act)?;
         let (states, dstates) = (
             f32_in(OP, "states", states)?,
@@ -138,11 +135,15 @@ impl StateCellOps for CpuBackend {
         states: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_node_fwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(5, gates.shape())?;
-        cell.gates("left", 2, left.shape())?;
-        cell.gates("right", 2, right.shape())?;
-        cell.gates("act", 5, act.shape())?;
+        let children = [left.shape(), right.shape()];
+        let cell = cell_shapes::node_fwd_states(
+            OP,
+            gates.shape(),
+            None,
+            children,
+            act.shape(),
+            states.shape(),
+        )?;
         let gates = f32_in(OP, "gates", gates)?;
         let (left, right) = (f32_in(OP, "left", left)?, f32_in(OP, "right", right)?);
         let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
@@ -184,10 +185,13 @@ impl StateCellOps for CpuBackend {
         states: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_rd_fwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(3, gates.shape())?;
-        cell.gates("mask", 1, mask.shape())?;
-        cell.gates("act", 4, act.shape())?;
+        let cell = cell_shapes::leaf_fwd_states(
+            OP,
+            gates.shape(),
+            Some(mask.shape()),
+            act.shape(),
+            states.shape(),
+        )?;
         let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
         let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
         if cell.is_empty() {
@@ -206,10 +210,9 @@ impl StateCellOps for CpuBackend {
         dgates: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_leaf_rd_bwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates("act", 4, act.shape())?;
-        cell.gates("dstates", 2, dstates.shape())?;
-        cell.gates("dgates", 3, dgates.shape())?;
+        let (act_s, d_s) = (act.shape(), dstates.shape());
+        let cell =
+            cell_shapes::leaf_bwd_states(OP, true, act_s, states.shape(), d_s, dgates.shape())?;
         let act = f32_in(OP, "act", act)?;
         let (states, dstates) = (
             f32_in(OP, "states", states)?,
@@ -234,12 +237,15 @@ impl StateCellOps for CpuBackend {
         states: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "tree_lstm_node_rd_fwd";
-        let cell = Cell::states(OP, "states", states.shape())?;
-        cell.gates_in(5, gates.shape())?;
-        cell.gates("mask", 1, mask.shape())?;
-        cell.gates("left", 2, left.shape())?;
-        cell.gates("right", 2, right.shape())?;
-        cell.gates("act", 6, act.shape())?;
+        let children = [left.shape(), right.shape()];
+        let cell = cell_shapes::node_fwd_states(
+            OP,
+            gates.shape(),
+            Some(mask.shape()),
+            children,
+            act.shape(),
+            states.shape(),
+        )?;
         let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
         let (left, right) = (f32_in(OP, "left", left)?, f32_in(OP, "right", right)?);
         let (act, states) = (f32_out(OP, "act", act)?, f32_out(OP, "states", states)?);
@@ -285,17 +291,15 @@ fn node_bwd(
     dleft: Option<TensorMut<'_>>,
     dright: Option<TensorMut<'_>>,
 ) -> Result<()> {
-    let cell = Cell::states(op, "states", states.shape())?;
-    cell.gates("act", act_blocks, act.shape())?;
-    cell.gates("left", 2, left.shape())?;
-    cell.gates("right", 2, right.shape())?;
-    cell.gates("dstates", 2, dstates.shape())?;
-    cell.gates("dgates", 5, dgates.shape())?;
-    for (arg, d) in [("dleft", &dleft), ("dright", &dright)] {
-        if let Some(d) = d {
-            cell.gates(arg, 2, d.shape())?;
-        }
-    }
+    let shapes = [act, left, right, states, dstates].map(|t| t.shape());
+    let cell = cell_shapes::node_bwd_states(
+        op,
+        act_blocks == 6,
+        shapes,
+        dgates.shape(),
+        dleft.as_ref().map(|d| d.shape()),
+        dright.as_ref().map(|d| d.shape()),
+    )?;
     let act = f32_in(op, "act", act)?;
     let (left, right) = (f32_in(op, "left", left)?, f32_in(op, "right", right)?);
     let (states, dstates) = (
