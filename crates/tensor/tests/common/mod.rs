@@ -1,6 +1,8 @@
 //! Helpers shared by the backend tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod state_cells;
+
 use sheaf_kernels_cpu::{CpuKernels, Isa};
 use sheaf_tensor::{CpuBackend, DType, Device, Shape, Tensor};
 
