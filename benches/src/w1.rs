@@ -9,7 +9,7 @@ use sheaf_blocks::Loss;
 use sheaf_examples::model::{ModelConfig, TreeLstm};
 use sheaf_examples::sst::{Node, Tree, CLASSES};
 use sheaf_examples::tree_lstm_blocks::{Phrase, TrainingModel};
-use sheaf_sched::{Executor, Strategy};
+use sheaf_sched::{DataParallel, Executor, Strategy};
 
 /// Embedding size.
 pub const E: usize = 300;
@@ -84,53 +84,48 @@ pub fn train_step(
     Ok(value)
 }
 
-/// One training step with the batch split into `parts.len()` parts, each
-/// built into its own graph and run by its own executor side by side on
-/// the current rayon pool (the trees are independent sub-graphs, as
-/// DL.scala runs them); both backwards accumulate into the one store,
-/// then one update. The same sum of losses and gradients as
+/// One training step with the batch split into `split.parts()` parts
+/// ([`DataParallel`]), each built into its own graph and run by its own executor
+/// side by side on the current rayon pool (the trees are independent
+/// sub-graphs, as DL.scala runs them); the backwards accumulate into the
+/// one store, then one update. The same sum of losses and gradients as
 /// [`train_step`], in another summation order.
 pub fn train_step_split(
     model: &TreeLstm,
     store: &mut ParamStore,
     opt: &mut Optimizer,
-    parts: &mut [(Graph, Executor)],
+    split: &mut DataParallel,
     trees: &[Tree],
     ids: &[Vec<u32>],
 ) -> Result<f32, String> {
-    let per = trees.len().div_ceil(parts.len().max(1)).max(1);
-    let shared: &ParamStore = store;
-    let run = |(g, exec): &mut (Graph, Executor), trees: &[Tree], ids: &[Vec<u32>]| {
-        g.clear();
-        let mut losses = Vec::with_capacity(trees.len());
-        for (t, ids) in trees.iter().zip(ids) {
-            losses.push(model.tree_loss(g, t, ids).map_err(|e| e.to_string())?);
-        }
-        let loss = g.sum(&losses).map_err(|e| e.to_string())?;
-        exec.forward(g, shared, loss).map_err(|e| e.to_string())?;
-        exec.backward(g, shared, loss).map_err(|e| e.to_string())?;
-        let v = g
-            .value(loss)
-            .map_err(|e| e.to_string())?
-            .to_vec::<f32>()
-            .map_err(|e| e.to_string())?[0];
-        g.clear();
-        Ok::<f32, String>(v)
-    };
-    let losses: Vec<Result<f32, String>> = {
-        use rayon::prelude::*;
-        parts
-            .par_iter_mut()
-            .zip(trees.par_chunks(per).zip(ids.par_chunks(per)))
-            .map(|(part, (t, i))| run(part, t, i))
-            .collect()
-    };
-    let mut total = 0.0;
-    for l in losses {
-        total += l?;
-    }
+    let items: Vec<(&Tree, &Vec<u32>)> = trees.iter().zip(ids).collect();
+    let total = split
+        .backward(store, &items, |_, g, chunk| -> Result<_, SplitError> {
+            let losses = chunk
+                .iter()
+                .map(|(t, ids)| model.tree_loss(g, t, ids))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            Ok(g.sum(&losses).map_err(|e| e.to_string())?)
+        })
+        .map_err(|e| e.0)?;
     opt.step(store).map_err(|e| e.to_string())?;
     Ok(total)
+}
+
+/// A step's error as text (what the benches report).
+struct SplitError(String);
+
+impl From<String> for SplitError {
+    fn from(e: String) -> Self {
+        SplitError(e)
+    }
+}
+
+impl From<sheaf_sched::SchedError> for SplitError {
+    fn from(e: sheaf_sched::SchedError) -> Self {
+        SplitError(e.to_string())
+    }
 }
 
 /// SGD with lr 0.05, as W1 prescribes.

@@ -6,7 +6,7 @@ use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_benches::measure::with_threads;
 use sheaf_benches::w1::{model, optimizer, train_step, train_step_split};
 use sheaf_examples::sst::{parse_trees, Vocab};
-use sheaf_sched::{Executor, Strategy};
+use sheaf_sched::{DataParallel, Executor, Strategy};
 
 const TREES: &str = "(3 (2 (2 The) (2 movie)) (3 (2 was) (4 (3 very) (4 good))))
 (1 (2 It) (1 (1 (2 is) (1 bad)) (2 .)))
@@ -25,10 +25,7 @@ fn split_step_equals_one_graph_step() {
         let m2 = model(&mut split, vocab.len(), 3).unwrap();
         let (mut o1, mut o2) = (optimizer(), optimizer());
         let (mut g, mut exec) = (Graph::new(), Executor::new(strategy));
-        let mut parts = vec![
-            (Graph::new(), Executor::new(strategy)),
-            (Graph::new(), Executor::new(strategy)),
-        ];
+        let mut parts = DataParallel::new(strategy, 2);
         for _ in 0..3 {
             let l1 = train_step(
                 &m1,

@@ -205,18 +205,13 @@ fn time_run(
     let mut opt = optimizer();
     let mut g = Graph::new();
     let mut exec = strategy.map(Executor::new);
-    let mut parts: Vec<(Graph, Executor)> = match strategy {
-        Some(s) if split > 1 => (0..split)
-            .map(|_| (Graph::new(), Executor::new(s)))
-            .collect(),
-        _ => Vec::new(),
+    let mut parts = match strategy {
+        Some(s) if split > 1 => Some(sheaf_sched::DataParallel::new(s, split)),
+        _ => None,
     };
-    let mut step = |store: &mut ParamStore, trees: &[Tree], ids: &[Vec<u32>]| {
-        if parts.is_empty() {
-            train_step(&model, store, &mut opt, &mut g, exec.as_mut(), trees, ids)
-        } else {
-            train_step_split(&model, store, &mut opt, &mut parts, trees, ids)
-        }
+    let mut step = |store: &mut ParamStore, trees: &[Tree], ids: &[Vec<u32>]| match &mut parts {
+        None => train_step(&model, store, &mut opt, &mut g, exec.as_mut(), trees, ids),
+        Some(parts) => train_step_split(&model, store, &mut opt, parts, trees, ids),
     };
     for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
         step(&mut store, chunk, ids)?;

@@ -23,7 +23,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sheaf_autodiff::{Graph, Optimizer, ParamStore};
+use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore};
+use sheaf_sched::DataParallel;
 use sheaf_tensor::Device;
 
 pub use crate::config::{default_data_dir, OptimizerKind, Reduction, TrainConfig};
@@ -132,6 +133,8 @@ pub struct Trainer {
     embed_opt: Option<Optimizer>,
     engine: Engine,
     graph: Graph,
+    /// Each step's trees in parts run side by side (`set_parallel`).
+    parallel: Option<DataParallel>,
     /// The blocks-written model and the training trees as phrases, when
     /// the run builds its graphs with blocks.
     blocks: Option<(TrainingModel, Vec<Phrase>)>,
@@ -246,6 +249,7 @@ impl Trainer {
             embed_opt: cfg.embed_optimizer(),
             engine: Engine::new(cfg.exec),
             graph: Graph::new(),
+            parallel: None,
             blocks,
             train,
             dev,
@@ -311,6 +315,7 @@ impl Trainer {
             embed_opt,
             engine: Engine::new(exec),
             graph: Graph::new(),
+            parallel: None,
             dev,
         })
     }
@@ -320,6 +325,11 @@ impl Trainer {
     /// executor is rebuilt for it. A run's device is not part of its saved
     /// state: a run trained on a GPU resumes on the CPU and vice versa.
     pub fn to_device(&mut self, device: Device) -> Result<()> {
+        if self.parallel.is_some() && device != Device::Cpu {
+            return Err(Error::Config(
+                "--parallel runs its parts on the CPU's threads, not on a GPU".into(),
+            ));
+        }
         let exec = self.state.train.exec;
         let engine = Engine::on(exec, device)?;
         let blocks_exec = match self.blocks {
@@ -335,6 +345,34 @@ impl Trainer {
         if let (Some((compiled, phrases)), Some(x)) = (self.blocks.take(), blocks_exec) {
             self.blocks = Some((compiled.with_executor(x), phrases));
         }
+        Ok(())
+    }
+
+    /// Runs each step's trees in `parts` parts side by side from now on, one
+    /// graph and executor per part on the thread pool
+    /// ([`DataParallel`]; 1 = one graph per step). Faster with several
+    /// cores; losses and gradients equal the one-graph step's up to
+    /// summation order, but dropout masks depend on the parts (each part's
+    /// graph has its own seed). Not part of the saved state, like the
+    /// thread count. Needs the hand-written model, a batching strategy
+    /// and the CPU.
+    pub fn set_parallel(&mut self, parts: usize) -> Result<()> {
+        if parts <= 1 {
+            self.parallel = None;
+            return Ok(());
+        }
+        let exec = self.state.train.exec;
+        let refuse = |why: &str| Err(Error::Config(format!("--parallel {parts}: {why}")));
+        if self.blocks.is_some() {
+            return refuse("the model written with blocks runs one graph per step");
+        }
+        if exec == Exec::Sequential {
+            return refuse("the sequential executor does not batch; choose depth or agenda");
+        }
+        if self.engine.device() != Device::Cpu {
+            return refuse("the parts run on the CPU's threads, not on a GPU");
+        }
+        self.parallel = Some(DataParallel::new(exec.strategy(), parts));
         Ok(())
     }
 
@@ -472,6 +510,27 @@ impl Trainer {
             } else {
                 value
             };
+            let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
+            return self.finish_step(value, nodes);
+        }
+        if let Some(dp) = &mut self.parallel {
+            let (model, train, n) = (&self.model, &self.train, batch.len());
+            let mean = self.state.train.reduction == Reduction::Mean;
+            let total = dp.backward(&self.store, batch, |k, g, chunk| -> Result<Expr> {
+                g.set_train(true);
+                g.set_seed(mix(seed, k as u64));
+                let losses = chunk
+                    .iter()
+                    .map(|&i| model.tree_loss(g, &train.trees[i], &train.ids[i]))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let total = g.sum(&losses)?;
+                Ok(if mean {
+                    g.scale(total, 1.0 / n as f32)?
+                } else {
+                    total
+                })
+            })?;
+            let value = if mean { total * n as f32 } else { total };
             let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
             return self.finish_step(value, nodes);
         }

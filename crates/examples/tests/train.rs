@@ -12,7 +12,7 @@ use sheaf_examples::eval::{Trained, Which};
 use sheaf_examples::model::TreeLstm;
 use sheaf_examples::sst::{read_trees, Vocab};
 use sheaf_examples::state::{EpochRecord, RunState, LAST};
-use sheaf_examples::train::{ResumeChanges, TrainConfig, Trainer};
+use sheaf_examples::train::{Reduction, ResumeChanges, TrainConfig, Trainer};
 
 fn quiet() -> impl FnMut(sheaf_examples::train::Event<'_>) {
     |_| {}
@@ -371,4 +371,55 @@ fn training_through_blocks_equals_the_hand_written_model() {
         h[0].train_loss,
         h[3].train_loss
     );
+}
+
+#[test]
+fn training_in_parts_side_by_side_equals_one_graph_per_step() {
+    // Without dropout the parts' losses and gradients sum to the one-graph
+    // step's (in another order), so the runs agree to float rounding; with
+    // both reductions, and a batch that does not divide evenly.
+    let tmp = TempDir::new("parallel");
+    let data = tiny_data(&tmp);
+    for reduction in [Reduction::Mean, Reduction::Sum] {
+        let mut runs = Vec::new();
+        for parts in [1, 3] {
+            let cfg = TrainConfig {
+                reduction,
+                ..small_train(&data, 3, Exec::Agenda)
+            };
+            let dir = tmp.join(&format!("{reduction:?}-{parts}"));
+            let mut t = Trainer::new(&dir, small_model(0.0), cfg, false, &mut quiet()).unwrap();
+            t.set_parallel(parts).unwrap();
+            t.run(&mut quiet()).unwrap();
+            runs.push(t.state().history.clone());
+        }
+        let (one, split) = (&runs[0], &runs[1]);
+        assert_eq!(one.len(), 3);
+        for (a, b) in one.iter().zip(split) {
+            let rel = (a.train_loss - b.train_loss).abs() / a.train_loss;
+            assert!(
+                rel < 1e-4,
+                "{reduction:?} epoch {}: {} vs {}",
+                a.epoch,
+                a.train_loss,
+                b.train_loss
+            );
+            assert_eq!(a.dev_fine, b.dev_fine, "{reduction:?} epoch {}", a.epoch);
+        }
+    }
+    // Refused where it cannot run: the sequential executor, the blocks.
+    for (exec, blocks, why) in [
+        (Exec::Sequential, false, "does not batch"),
+        (Exec::Depth, true, "blocks"),
+    ] {
+        let cfg = TrainConfig {
+            blocks,
+            ..small_train(&data, 1, exec)
+        };
+        let dir = tmp.join(&format!("refused-{exec}-{blocks}"));
+        let mut t = Trainer::new(&dir, small_model(0.0), cfg, false, &mut quiet()).unwrap();
+        let e = t.set_parallel(2).unwrap_err().to_string();
+        assert!(e.contains("--parallel 2") && e.contains(why), "{e}");
+        t.set_parallel(1).unwrap();
+    }
 }

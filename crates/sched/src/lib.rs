@@ -13,6 +13,10 @@
 //! padded), not how a built graph is planned. The model is one function of
 //! (instance, padded length); padding-invariant sequence ops keep results
 //! equal to the unpadded run. See the `bucket` module docs.
+//!
+//! [`DataParallel`] runs the parts of one minibatch side by side (one graph and
+//! executor per thread, one parameter store): data parallelism for CPUs
+//! with a few cores.
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
@@ -20,6 +24,7 @@ mod arena;
 mod auto;
 mod backward;
 mod bucket;
+mod data_parallel;
 mod dot;
 mod error;
 mod exec;
@@ -27,6 +32,7 @@ mod plan;
 mod stats;
 
 pub use bucket::{Bucket, Bucketing};
+pub use data_parallel::DataParallel;
 pub use error::{Result, SchedError};
 pub use exec::Executor;
 pub use plan::{plan, Batch, Plan, Strategy};

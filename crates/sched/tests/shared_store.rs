@@ -4,7 +4,8 @@
 //! when the call is done. The accumulated gradients equal those of the two
 //! graphs run one after the other (tolerance: `common/mod.rs`), whether or
 //! not a thread found an accumulator busy; here one is held on purpose
-//! while both run.
+//! while both run. `DataParallel` does this for a minibatch: its loss and
+//! gradients equal the unsplit graph's.
 
 mod common;
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use common::{assert_close, tensor, Lcg};
 use sheaf_autodiff::{Expr, Graph, Param, ParamStore};
-use sheaf_sched::{Executor, Strategy};
+use sheaf_sched::{DataParallel, Executor, SchedError, Strategy};
 
 const D: usize = 6;
 
@@ -35,18 +36,24 @@ fn model(store: &mut ParamStore, rng: &mut Lcg) -> Model {
 
 /// `n` chains of two affine layers on embedding rows, summed.
 fn build(g: &mut Graph, m: &Model, n: usize, offset: u32) -> Expr {
+    let items: Vec<u32> = (0..n as u32).map(|i| (i + offset) % 10).collect();
+    build_items(g, m, &items).unwrap()
+}
+
+/// One chain per item (an embedding row), summed.
+fn build_items(g: &mut Graph, m: &Model, items: &[u32]) -> sheaf_autodiff::Result<Expr> {
     let mut losses = Vec::new();
-    for i in 0..n as u32 {
+    for &row in items {
         let e = g.param(&m.table);
-        let x = g.lookup(e, (i + offset) % 10).unwrap();
+        let x = g.lookup(e, row)?;
         let (w, b, u) = (g.param(&m.w), g.param(&m.b), g.param(&m.u));
-        let h = g.affine(b, &[(w, x)]).unwrap();
-        let h = g.tanh(h).unwrap();
-        let y = g.affine(b, &[(u, h)]).unwrap();
-        let y = g.tanh(y).unwrap();
-        losses.push(g.sum_elems(y).unwrap());
+        let h = g.affine(b, &[(w, x)])?;
+        let h = g.tanh(h)?;
+        let y = g.affine(b, &[(u, h)])?;
+        let y = g.tanh(y)?;
+        losses.push(g.sum_elems(y)?);
     }
-    g.sum(&losses).unwrap()
+    g.sum(&losses)
 }
 
 fn grads(store: &ParamStore, m: &Model) -> Vec<Vec<f32>> {
@@ -109,4 +116,64 @@ fn executors_side_by_side_accumulate_what_they_would_one_after_the_other() {
         let touched = store.lock_grad(m.table.id(), "test").unwrap().rows.len();
         assert!(touched > 0, "{strategy:?}: no rows of the table recorded");
     }
+}
+
+#[test]
+fn data_parallel_equals_the_unsplit_batch() {
+    let items: Vec<u32> = (0..11).map(|i| (i * 7) % 10).collect();
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        let mut rng = Lcg(11);
+        let mut store = ParamStore::new();
+        let m = model(&mut store, &mut rng);
+        let mut g = Graph::new();
+        let loss = build_items(&mut g, &m, &items).unwrap();
+        let mut exec = Executor::new(strategy);
+        exec.forward(&mut g, &store, loss).unwrap();
+        exec.backward(&mut g, &store, loss).unwrap();
+        let reference_loss = g.value(loss).unwrap().to_vec::<f32>().unwrap()[0];
+        let reference = grads(&store, &m);
+        // More parts than fit leave the last ones idle (11 items, 4 parts
+        // of 3); one part is the unsplit run.
+        for parts in [1, 2, 3, 4, 16] {
+            store.zero_grads().unwrap();
+            let mut dp = DataParallel::new(strategy, parts);
+            let total = dp
+                .backward(&store, &items, |_, g, chunk| -> Result<Expr, SchedError> {
+                    Ok(build_items(g, &m, chunk)?)
+                })
+                .unwrap();
+            let what = format!("{strategy:?}, {parts} parts");
+            assert_close(&[total], &[reference_loss], &format!("{what}: loss"));
+            let got = grads(&store, &m);
+            for (name, (g, r)) in ["w", "b", "u", "emb"]
+                .iter()
+                .zip(got.iter().zip(&reference))
+            {
+                assert_close(g, r, &format!("{what}: gradient of {name}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn data_parallel_reports_a_part_error_and_runs_nothing_without_items() {
+    let mut rng = Lcg(5);
+    let mut store = ParamStore::new();
+    let m = model(&mut store, &mut rng);
+    let mut dp = DataParallel::new(Strategy::Agenda, 2);
+    let empty: [u32; 0] = [];
+    let total = dp
+        .backward(&store, &empty, |_, _, _| -> Result<Expr, SchedError> {
+            unreachable!("no part runs without items")
+        })
+        .unwrap();
+    assert_eq!(total, 0.0);
+    // Row 10 is past the table (10 rows): the second part's lookup fails.
+    let items = [1u32, 2, 3, 10];
+    let err = dp
+        .backward(&store, &items, |_, g, chunk| -> Result<Expr, SchedError> {
+            Ok(build_items(g, &m, chunk)?)
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("lookup"), "{err}");
 }

@@ -143,6 +143,12 @@ struct TrainArgs {
     /// Worker threads; 0 = all cores.
     #[arg(long, value_name = "N", default_value_t = 0)]
     threads: usize,
+    /// Run each batch's trees in N parts side by side, one graph and
+    /// executor per part (data parallelism on the CPU; faster than
+    /// splitting each kernel with a few cores; dropout masks then depend
+    /// on N). 1 = one graph per batch.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    parallel: usize,
     /// Seed of initialisation, shuffling and dropout [default: 1].
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
@@ -152,7 +158,8 @@ struct TrainArgs {
     checkpoint_dir: PathBuf,
     /// Continue the run in --checkpoint-dir (or in DIR) from its last
     /// finished epoch, exactly as if it had not stopped. Only --epochs,
-    /// --strategy, --threads and --patience may be given with it.
+    /// --strategy, --threads, --parallel and --patience may be given with
+    /// it.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
     resume: Option<Option<PathBuf>>,
     /// Delete a run already in --checkpoint-dir and start over.
@@ -294,8 +301,13 @@ fn train(a: TrainArgs) -> Result<()> {
                     }
                 };
             trainer.to_device(a.device)?;
+            trainer.set_parallel(a.parallel)?;
+            let parts = match a.parallel {
+                0 | 1 => String::new(),
+                n => format!(" ({n} parts side by side)"),
+            };
             println!(
-                "{} threads, {}; checkpoints in {}",
+                "{} threads{parts}, {}; checkpoints in {}",
                 rayon::current_num_threads(),
                 a.device,
                 trainer.dir().display()
@@ -400,7 +412,7 @@ fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
     } else {
         Err(Error::Config(format!(
             "{} cannot be given with --resume: a resumed run keeps its saved settings \
-             (only --epochs, --strategy, --threads and --patience may change)",
+             (only --epochs, --strategy, --threads, --parallel and --patience may change)",
             bad.join(", ")
         )))
     }
