@@ -5,7 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sheaf_autodiff::Graph;
-use sheaf_sched::{plan, Strategy};
+use sheaf_sched::{Planner, Strategy};
 use sheaf_tensor::Tensor;
 use std::hint::black_box;
 
@@ -39,9 +39,12 @@ fn planning(c: &mut Criterion) {
     let g = forest(1_000_000);
     let mut group = c.benchmark_group("plan");
     group.throughput(Throughput::Elements(g.len() as u64));
+    // One planner throughout, as an executor keeps one: its working
+    // memory is allocated on the first graph only.
+    let mut planner = Planner::default();
     for strategy in [Strategy::Depth, Strategy::Agenda] {
         group.bench_function(format!("{}/{}", strategy.name(), g.len()), |b| {
-            b.iter(|| black_box(plan(&g, 0, g.len(), strategy)))
+            b.iter(|| black_box(planner.plan(&g, 0, g.len(), strategy)))
         });
     }
     group.finish();

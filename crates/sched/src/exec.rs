@@ -16,7 +16,7 @@ use sheaf_tensor::{Backend, Shape, Tensor, TensorError};
 use crate::arena::Arena;
 use crate::auto::AutoTuner;
 use crate::error::{Result, SchedError};
-use crate::plan::{plan, Batch, Plan, Strategy};
+use crate::plan::{Batch, Plan, Planner, Strategy};
 use crate::stats::PlanStats;
 
 /// Where a node's value lives: row `row` of batch output buffer `buffer`.
@@ -67,6 +67,8 @@ pub struct Executor {
     /// Gradient of each batch's outputs, allocated when one first arrives.
     pub(crate) grads: Vec<Option<Tensor>>,
     pub(crate) arena: Arena,
+    /// Planning's working memory, kept from graph to graph.
+    planner: Planner,
     pub(crate) stats: PlanStats,
     /// Plans kept by [`Executor::cache_plans_as`]: (key, nodes) -> plan.
     plan_cache: rustc_hash::FxHashMap<(u64, usize), Plan>,
@@ -120,6 +122,7 @@ impl Executor {
             records: Vec::new(),
             grads: Vec::new(),
             arena: Arena::default(),
+            planner: Planner::default(),
             stats: PlanStats::default(),
             plan_cache: rustc_hash::FxHashMap::default(),
             cache_key: None,
@@ -284,7 +287,7 @@ impl Executor {
                     p
                 }
                 None => {
-                    let p = plan(g, start, end, self.active);
+                    let p = self.planner.plan(g, start, end, self.active);
                     if let (0, Some(key)) = (start, self.cache_key) {
                         self.plan_cache.insert((key, end), p.clone());
                     }

@@ -35,5 +35,5 @@ pub use bucket::{Bucket, Bucketing};
 pub use data_parallel::DataParallel;
 pub use error::{Result, SchedError};
 pub use exec::Executor;
-pub use plan::{plan, Batch, Plan, Strategy};
+pub use plan::{plan, Batch, Plan, Planner, Strategy};
 pub use stats::PlanStats;

@@ -75,12 +75,43 @@ fn args_of<'g>(g: &'g Graph, p: &PlanNode) -> &'g [NodeId] {
 /// them: by the earliest consumer batch, then the argument position there,
 /// then the consumer's row, so that a batch read whole by one later batch
 /// is read in place.
+///
+/// Allocates its working memory for this call; [`Planner`] keeps it from
+/// call to call (an executor plans every forward).
 pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
-    let mut p = plan_batches(g, start, end, strategy);
-    if strategy != Strategy::Sequential {
-        layout_for_consumers(g, start, end, &mut p);
+    Planner::default().plan(g, start, end, strategy)
+}
+
+/// [`plan`] with working memory reused from call to call: per planned
+/// node a few words, kept at the size of the largest graph planned.
+#[derive(Debug, Default)]
+pub struct Planner {
+    /// Layout: first read of each node, sort keys and their scratch, a
+    /// batch's reordered nodes.
+    first_read: Vec<u64>,
+    keyed: Vec<(u64, u32)>,
+    radix: Vec<(u64, u32)>,
+    sorted: Vec<NodeId>,
+    /// Agenda: arguments each node waits for, consumers in CSR form.
+    waiting: Vec<u32>,
+    fanout: Vec<u32>,
+    fill: Vec<u32>,
+    consumers: Vec<NodeId>,
+}
+
+impl Planner {
+    /// Plans nodes `start..end` of `g` with `strategy`, as [`plan`].
+    pub fn plan(&mut self, g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
+        let mut p = match strategy {
+            Strategy::Sequential => plan_sequential(g, start, end),
+            Strategy::Depth => plan_depth(g, start, end),
+            Strategy::Agenda | Strategy::Auto => self.plan_agenda(g, start, end),
+        };
+        if strategy != Strategy::Sequential {
+            self.layout_for_consumers(g, start, end, &mut p);
+        }
+        p
     }
-    p
 }
 
 /// Orders the nodes (so the output rows) of every batch by where they are
@@ -92,46 +123,54 @@ pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
 /// contiguous runs. Batches are visited last to first, so every consumer's
 /// order is final before its producers are laid out. Linear in nodes and
 /// edges, plus a sort per batch.
-fn layout_for_consumers(g: &Graph, start: usize, end: usize, plan: &mut Plan) {
-    let count = end.saturating_sub(start);
-    let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
-    // First read of each planned node, packed (consumer batch, argument,
-    // row) so that keys compare as integers; the argument saturates at 255
-    // and the row at 2^24 - 1, which only blurs the order of huge batches
-    // (any order is correct, this one is just faster to read).
-    let pack = |batch: usize, arg: usize, row: usize| {
-        ((batch.min(u32::MAX as usize) as u64) << 32)
-            | ((arg.min(0xff) as u64) << 24)
-            | row.min(0xff_ffff) as u64
-    };
-    let mut first_read = vec![u64::MAX; count];
-    let mut keyed: Vec<(u64, u32)> = Vec::new();
-    let mut sorted: Vec<NodeId> = Vec::new();
-    for (bi, batch) in plan.batches.iter_mut().enumerate().rev() {
-        if batch.nodes.len() > 1 {
-            keyed.clear();
-            keyed.extend(
-                batch
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(k, &n)| (local(n).map_or(u64::MAX, |i| first_read[i]), k as u32)),
-            );
-            if !keyed.is_sorted() {
-                // Unique keys (ties broken by planned position, so nodes
-                // read nowhere keep their order): unstable is deterministic.
-                keyed.sort_unstable();
-                sorted.clear();
-                sorted.extend(keyed.iter().map(|&(_, k)| batch.nodes[k as usize]));
-                std::mem::swap(&mut batch.nodes, &mut sorted);
+impl Planner {
+    fn layout_for_consumers(&mut self, g: &Graph, start: usize, end: usize, plan: &mut Plan) {
+        let count = end.saturating_sub(start);
+        let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
+        // First read of each planned node, packed (consumer batch, argument,
+        // row) so that keys compare as integers; the argument saturates at 255
+        // and the row at 2^24 - 1, which only blurs the order of huge batches
+        // (any order is correct, this one is just faster to read).
+        let pack = |batch: usize, arg: usize, row: usize| {
+            ((batch.min(u32::MAX as usize) as u64) << 32)
+                | ((arg.min(0xff) as u64) << 24)
+                | row.min(0xff_ffff) as u64
+        };
+        let Planner {
+            first_read,
+            keyed,
+            radix,
+            sorted,
+            ..
+        } = self;
+        first_read.clear();
+        first_read.resize(count, u64::MAX);
+        for (bi, batch) in plan.batches.iter_mut().enumerate().rev() {
+            if batch.nodes.len() > 1 {
+                keyed.clear();
+                keyed.extend(
+                    batch
+                        .nodes
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &n)| (local(n).map_or(u64::MAX, |i| first_read[i]), k as u32)),
+                );
+                if !keyed.is_sorted() {
+                    // Unique keys (ties broken by planned position, so nodes
+                    // read nowhere keep their order): any sort is deterministic.
+                    sort_keys(keyed, radix);
+                    sorted.clear();
+                    sorted.extend(keyed.iter().map(|&(_, k)| batch.nodes[k as usize]));
+                    std::mem::swap(&mut batch.nodes, sorted);
+                }
             }
-        }
-        for (row, &n) in batch.nodes.iter().enumerate() {
-            for (j, &a) in g.args(n).iter().enumerate() {
-                if let Some(i) = local(a) {
-                    let key = pack(bi, j, row);
-                    if key < first_read[i] {
-                        first_read[i] = key;
+            for (row, &n) in batch.nodes.iter().enumerate() {
+                for (j, &a) in g.args(n).iter().enumerate() {
+                    if let Some(i) = local(a) {
+                        let key = pack(bi, j, row);
+                        if key < first_read[i] {
+                            first_read[i] = key;
+                        }
                     }
                 }
             }
@@ -139,18 +178,52 @@ fn layout_for_consumers(g: &Graph, start: usize, end: usize, plan: &mut Plan) {
     }
 }
 
-fn plan_batches(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
-    match strategy {
-        Strategy::Sequential => Plan {
-            batches: op_nodes(g, start, end)
-                .map(|(n, p)| Batch {
-                    sig: p.sig,
-                    nodes: vec![n],
-                })
-                .collect(),
-        },
-        Strategy::Depth => plan_depth(g, start, end),
-        Strategy::Agenda | Strategy::Auto => plan_agenda(g, start, end),
+/// Sorts keys that are unique, by a radix sort on the bits in which they
+/// differ (11 bits a pass) when there are many and those bits are few (a
+/// batch's first reads mostly differ only in row and argument), else by
+/// comparison. `scratch` is reused between calls.
+fn sort_keys(keys: &mut Vec<(u64, u32)>, scratch: &mut Vec<(u64, u32)>) {
+    const DIGIT: u32 = 11;
+    const MIN_LEN: usize = 1 << 10;
+    let (lo, hi) = keys
+        .iter()
+        .fold((u64::MAX, 0), |(lo, hi), &(k, _)| (lo.min(k), hi.max(k)));
+    let bits = 64 - (hi.wrapping_sub(lo)).leading_zeros();
+    if keys.len() < MIN_LEN || bits > 4 * DIGIT {
+        keys.sort_unstable();
+        return;
+    }
+    let mask = (1u64 << DIGIT) - 1;
+    scratch.clear();
+    scratch.resize(keys.len(), (0, 0));
+    let mut counts = vec![0usize; 1 << DIGIT];
+    for shift in (0..bits).step_by(DIGIT as usize) {
+        let digit = |k: u64| ((k - lo) >> shift & mask) as usize;
+        counts.fill(0);
+        for &(k, _) in keys.iter() {
+            counts[digit(k)] += 1;
+        }
+        let mut sum = 0;
+        for c in counts.iter_mut() {
+            (*c, sum) = (sum, sum + *c);
+        }
+        for &entry in keys.iter() {
+            let d = digit(entry.0);
+            scratch[counts[d]] = entry;
+            counts[d] += 1;
+        }
+        std::mem::swap(keys, scratch);
+    }
+}
+
+fn plan_sequential(g: &Graph, start: usize, end: usize) -> Plan {
+    Plan {
+        batches: op_nodes(g, start, end)
+            .map(|(n, p)| Batch {
+                sig: p.sig,
+                nodes: vec![n],
+            })
+            .collect(),
     }
 }
 
@@ -183,93 +256,146 @@ fn plan_depth(g: &Graph, start: usize, end: usize) -> Plan {
     }
 }
 
-fn plan_agenda(g: &Graph, start: usize, end: usize) -> Plan {
-    let count = end.saturating_sub(start);
-    let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
-    // Consumers in CSR form, and how many planned arguments each node waits for.
-    let nodes = g.plan_nodes();
-    let mut waiting = vec![0u32; count];
-    let mut fanout = vec![0u32; count + 1];
-    // Mean depth per signature over all planned nodes, in the same pass.
-    let nsig = g.signatures().len();
-    let mut depth_sum = vec![0u64; nsig];
-    let mut depth_cnt = vec![0u64; nsig];
-    for (_, p) in op_nodes(g, start, end) {
-        depth_sum[p.sig.index()] += p.depth as u64;
-        depth_cnt[p.sig.index()] += 1;
-        for &a in args_of(g, &p) {
-            if let Some(i) = local(a) {
-                if nodes[a.index()].is_op() {
-                    fanout[i + 1] += 1;
-                }
-            }
-        }
-    }
-    for i in 0..count {
-        fanout[i + 1] += fanout[i];
-    }
-    let mut fill = fanout.clone();
-    let mut consumers = vec![NodeId::default(); fanout[count] as usize];
-    for (n, p) in op_nodes(g, start, end) {
-        for &a in args_of(g, &p) {
-            if let Some(i) = local(a) {
-                if nodes[a.index()].is_op() {
-                    consumers[fill[i] as usize] = n;
-                    fill[i] += 1;
-                    if let Some(k) = local(n) {
-                        waiting[k] += 1;
+impl Planner {
+    fn plan_agenda(&mut self, g: &Graph, start: usize, end: usize) -> Plan {
+        let count = end.saturating_sub(start);
+        let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
+        // Consumers in CSR form, and how many planned arguments each node waits for.
+        let nodes = g.plan_nodes();
+        let Planner {
+            waiting,
+            fanout,
+            fill,
+            consumers,
+            ..
+        } = self;
+        waiting.clear();
+        waiting.resize(count, 0);
+        fanout.clear();
+        fanout.resize(count + 1, 0);
+        // Mean depth per signature over all planned nodes, in the same pass.
+        let nsig = g.signatures().len();
+        let mut depth_sum = vec![0u64; nsig];
+        let mut depth_cnt = vec![0u64; nsig];
+        for (_, p) in op_nodes(g, start, end) {
+            depth_sum[p.sig.index()] += p.depth as u64;
+            depth_cnt[p.sig.index()] += 1;
+            for &a in args_of(g, &p) {
+                if let Some(i) = local(a) {
+                    if nodes[a.index()].is_op() {
+                        fanout[i + 1] += 1;
                     }
                 }
             }
         }
-    }
-    let priority = |sig: SigId| {
-        let mean = depth_sum[sig.index()] as f64 / depth_cnt[sig.index()].max(1) as f64;
-        let cheap = g.signatures()[sig.index()].cost == Cost::Cheap;
-        // Non-negative f64 bits order like the values.
-        Reverse((mean.to_bits(), !cheap, sig.index()))
-    };
-    let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
-    let mut heap = BinaryHeap::new();
-    for (n, p) in op_nodes(g, start, end) {
-        if local(n).is_some_and(|k| waiting[k] == 0) {
-            let s = p.sig;
-            if ready[s.index()].is_empty() {
-                heap.push(priority(s));
-            }
-            ready[s.index()].push(n);
+        for i in 0..count {
+            fanout[i + 1] += fanout[i];
         }
-    }
-    let mut batches = Vec::new();
-    while let Some(Reverse((_, _, s))) = heap.pop() {
-        let nodes = std::mem::take(&mut ready[s]);
-        if nodes.is_empty() {
-            continue;
-        }
-        let sig = g.plan_nodes()[nodes[0].index()].sig;
-        let unbatchable = !g.signatures()[s].batchable;
-        for &n in &nodes {
-            let Some(i) = local(n) else { continue };
-            for &c in &consumers[fanout[i] as usize..fanout[i + 1] as usize] {
-                let Some(k) = local(c) else { continue };
-                waiting[k] -= 1;
-                if waiting[k] == 0 {
-                    let cs = g.plan_nodes()[c.index()].sig;
-                    if ready[cs.index()].is_empty() {
-                        heap.push(priority(cs));
+        fill.clear();
+        fill.extend_from_slice(fanout);
+        consumers.clear();
+        consumers.resize(fanout[count] as usize, NodeId::default());
+        for (n, p) in op_nodes(g, start, end) {
+            for &a in args_of(g, &p) {
+                if let Some(i) = local(a) {
+                    if nodes[a.index()].is_op() {
+                        consumers[fill[i] as usize] = n;
+                        fill[i] += 1;
+                        if let Some(k) = local(n) {
+                            waiting[k] += 1;
+                        }
                     }
-                    ready[cs.index()].push(c);
                 }
             }
         }
-        if unbatchable {
-            batches.extend(nodes.into_iter().map(|n| Batch {
-                sig,
-                nodes: vec![n],
-            }));
-        } else {
-            batches.push(Batch { sig, nodes });
+        let priority = |sig: SigId| {
+            let mean = depth_sum[sig.index()] as f64 / depth_cnt[sig.index()].max(1) as f64;
+            let cheap = g.signatures()[sig.index()].cost == Cost::Cheap;
+            // Non-negative f64 bits order like the values.
+            Reverse((mean.to_bits(), !cheap, sig.index()))
+        };
+        let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
+        let mut heap = BinaryHeap::new();
+        for (n, p) in op_nodes(g, start, end) {
+            if local(n).is_some_and(|k| waiting[k] == 0) {
+                let s = p.sig;
+                if ready[s.index()].is_empty() {
+                    heap.push(priority(s));
+                }
+                ready[s.index()].push(n);
+            }
+        }
+        let mut batches = Vec::new();
+        while let Some(Reverse((_, _, s))) = heap.pop() {
+            let nodes = std::mem::take(&mut ready[s]);
+            if nodes.is_empty() {
+                continue;
+            }
+            let sig = g.plan_nodes()[nodes[0].index()].sig;
+            let unbatchable = !g.signatures()[s].batchable;
+            for &n in &nodes {
+                let Some(i) = local(n) else { continue };
+                for &c in &consumers[fanout[i] as usize..fanout[i + 1] as usize] {
+                    let Some(k) = local(c) else { continue };
+                    waiting[k] -= 1;
+                    if waiting[k] == 0 {
+                        let cs = g.plan_nodes()[c.index()].sig;
+                        if ready[cs.index()].is_empty() {
+                            heap.push(priority(cs));
+                        }
+                        ready[cs.index()].push(c);
+                    }
+                }
+            }
+            if unbatchable {
+                batches.extend(nodes.into_iter().map(|n| Batch {
+                    sig,
+                    nodes: vec![n],
+                }));
+            } else {
+                batches.push(Batch { sig, nodes });
+            }
+        }
+        Plan { batches }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_keys;
+
+    /// The radix path (many keys, few differing bits, several passes,
+    /// keys above 2^32) and the comparison path sort as `sort_unstable`.
+    #[test]
+    fn sort_keys_equals_sort_unstable() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut scratch = Vec::new();
+        for (len, bits, base) in [
+            (10, 20, 0),
+            (3000, 12, 0),
+            (5000, 25, 7u64 << 32),
+            (3000, 40, 1u64 << 40),
+            (2000, 44, 3),
+            (2000, 60, 0),
+        ] {
+            let mut seen = std::collections::HashSet::new();
+            let mut keys: Vec<(u64, u32)> = Vec::new();
+            while keys.len() < len {
+                let k = base + (next() & ((1u64 << bits) - 1));
+                if seen.insert(k) {
+                    keys.push((k, keys.len() as u32));
+                }
+            }
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            sort_keys(&mut keys, &mut scratch);
+            assert_eq!(keys, expected, "{len} keys of {bits} bits");
         }
     }
-    Plan { batches }
 }
