@@ -182,6 +182,39 @@ impl CpuKernels {
         Ok(())
     }
 
+    /// `dst[dst_idx[i], :] = src[src_idx[i], :]` for every `i` (ADDS with
+    /// `accumulate`): a gather and a scatter in one pass, for rows of
+    /// several batches placed into one (and their gradients sent back).
+    /// Both tables hold `cols` columns; both index lists have the same
+    /// length; duplicates in `dst_idx` accumulate when adding (the last
+    /// wins otherwise). Indices are checked before anything is written.
+    pub fn gather_scatter_rows(
+        &self,
+        src: &[f32],
+        cols: usize,
+        src_idx: &[u32],
+        dst: &mut [f32],
+        dst_idx: &[u32],
+        accumulate: bool,
+    ) -> Result<()> {
+        const K: &str = "gather_scatter_rows";
+        let src_rows = table_rows(K, "src", src.len(), cols)?;
+        let dst_rows = table_rows(K, "dst", dst.len(), cols)?;
+        KernelError::check_len(K, "dst_idx", dst_idx.len(), src_idx.len())?;
+        check_indices(K, src_idx, src_rows)?;
+        check_indices(K, dst_idx, dst_rows)?;
+        for (&s, &d) in src_idx.iter().zip(dst_idx) {
+            let (s, d) = (s as usize * cols, d as usize * cols);
+            let (to, from) = (&mut dst[d..d + cols], &src[s..s + cols]);
+            if accumulate {
+                add_row(to, from);
+            } else {
+                copy(to, from);
+            }
+        }
+        Ok(())
+    }
+
     /// `dst[dst_row + i, :] = src[src_row + i, :]` for `i < n`.
     ///
     /// Both slices are row-major with `cols` columns and must hold the rows

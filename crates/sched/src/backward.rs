@@ -17,7 +17,7 @@ use sheaf_autodiff::{
 use sheaf_tensor::{Shape, Tensor, TensorError, TensorMut};
 
 use crate::error::{Result, SchedError};
-use crate::exec::{batch_err, first_non_finite, Executor, Source};
+use crate::exec::{batch_err, first_non_finite, Executor, RowGroups, Source};
 use crate::plan::Batch;
 
 /// Where the gradient of one argument of a batch goes.
@@ -389,13 +389,28 @@ impl Executor {
                 .map_err(&err)
             }
             Source::Rows => {
+                // Rows of batch outputs: one indexed add into each
+                // output's gradient; leaves row by row.
+                let mut groups = RowGroups::default();
                 for (r, &x) in nodes.iter().enumerate() {
                     let a = g.args(x)[j];
+                    if let (NodeKind::Op, Some(h)) = (g.node(a).kind(), self.homes[a.index()]) {
+                        groups.push(h.buffer, r as u32, h.row);
+                        continue;
+                    }
                     let row = t
                         .rows(r..r + 1)
                         .and_then(|v| v.reshape(g.node(a).shape()))
                         .map_err(&err)?;
                     self.accumulate_row(g, store, a, &row, op)?;
+                }
+                for (buffer, from, to) in groups.iter() {
+                    let be = self.backend;
+                    self.with_grad(buffer, |dst| {
+                        let src = t.reshape(dst.shape().with_rows(nodes.len()))?;
+                        be.copy_rows_at(&src, from, dst.view_mut()?, to, true)
+                    })
+                    .map_err(&err)?;
                 }
                 Ok(())
             }

@@ -174,6 +174,46 @@ pub(crate) fn scatter_add_rows(src: Shape, idx: Shape, dst: Shape) -> Result<usi
     Ok(src.row_len_unchecked())
 }
 
+/// Rows `src_rows` of `src` copied (added) to rows `dst_rows` of `dst`:
+/// equal row shapes, equal counts, rows in range. Returns the row length.
+pub(crate) fn copy_rows_at(
+    src: Shape,
+    src_rows: &[u32],
+    dst: Shape,
+    dst_rows: &[u32],
+) -> Result<usize> {
+    const OP: &str = "copy_rows_at";
+    let ck = Check(OP);
+    ck.min_rank("src", src, 1)?;
+    ck.min_rank("dst", dst, 1)?;
+    ck.same(src.row_shape(), dst.row_shape())
+        .map_err(|_| ck.mismatch(src, dst))?;
+    if src_rows.len() != dst_rows.len() {
+        return Err(TensorError::ArgShape {
+            op: OP,
+            arg: "dst_rows",
+            expected: Shape::from([src_rows.len()]),
+            got: Shape::from([dst_rows.len()]),
+        });
+    }
+    for (arg, rows, n) in [
+        ("src_rows", src_rows, src.rows()),
+        ("dst_rows", dst_rows, dst.rows()),
+    ] {
+        if let Some(&r) = rows.iter().find(|&&r| r as usize >= n) {
+            let r = r as usize;
+            return Err(TensorError::OutOfRange {
+                op: OP,
+                arg,
+                start: r,
+                end: r + 1,
+                rows: n,
+            });
+        }
+    }
+    Ok(src.row_len_unchecked())
+}
+
 /// `n` rows from `src_row` of `src` to `dst_row` of `dst`. Returns the row
 /// length.
 pub(crate) fn copy_rows(

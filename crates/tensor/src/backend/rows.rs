@@ -21,6 +21,37 @@ pub trait RowOps {
     /// shape.
     fn scatter_add_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()>;
 
+    /// `dst[dst_rows[i]] = src[src_rows[i]]` for every `i` ("copy_rows_at";
+    /// ADDS with `accumulate`, duplicates then add up): equal row shapes,
+    /// index lists of equal length given on the host, every row in range
+    /// (`OutOfRange` otherwise). How rows of several batches are placed
+    /// into one, and their gradients sent back. The default copies row by
+    /// row, or gathers into a temporary and scatter-adds it; a backend may
+    /// do it in one pass.
+    fn copy_rows_at(
+        &self,
+        src: &Tensor,
+        src_rows: &[u32],
+        mut dst: TensorMut<'_>,
+        dst_rows: &[u32],
+        accumulate: bool,
+    ) -> Result<()> {
+        crate::check::copy_rows_at(src.shape(), src_rows, dst.shape(), dst_rows)?;
+        if !accumulate {
+            for (&s, &d) in src_rows.iter().zip(dst_rows) {
+                self.copy_rows(src, s as usize, dst.reborrow(), d as usize, 1)?;
+            }
+            return Ok(());
+        }
+        let device = src.device();
+        let index = |rows: &[u32]| Tensor::from_vec(rows.to_vec(), [rows.len()])?.to_device(device);
+        let (from, to) = (index(src_rows)?, index(dst_rows)?);
+        let n = src_rows.len();
+        let mut rows = Tensor::zeros(src.shape().with_rows(n), crate::DType::F32, device)?;
+        self.gather_rows(src, &from, rows.view_mut()?)?;
+        self.scatter_add_rows(&rows, &to, dst)
+    }
+
     /// `dst[dst_row + i] = src[src_row + i]` for `i < n` ("copy_rows"); equal
     /// row shapes, both ranges in bounds (`OutOfRange` otherwise).
     fn copy_rows(

@@ -35,6 +35,25 @@ impl RowOps for CpuBackend {
             .map_err(TensorError::kernel(OP))
     }
 
+    fn copy_rows_at(
+        &self,
+        src: &Tensor,
+        src_rows: &[u32],
+        dst: TensorMut<'_>,
+        dst_rows: &[u32],
+        accumulate: bool,
+    ) -> Result<()> {
+        const OP: &str = "copy_rows_at";
+        let cols = check::copy_rows_at(src.shape(), src_rows, dst.shape(), dst_rows)?;
+        let (src, dst) = (f32_in(OP, "src", src)?, f32_out(OP, "dst", dst)?);
+        if cols == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .gather_scatter_rows(src, cols, src_rows, dst, dst_rows, accumulate)
+            .map_err(TensorError::kernel(OP))
+    }
+
     fn copy_rows(
         &self,
         src: &Tensor,
