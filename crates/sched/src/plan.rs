@@ -92,7 +92,9 @@ pub struct Planner {
     keyed: Vec<(u64, u32)>,
     radix: Vec<(u64, u32)>,
     sorted: Vec<NodeId>,
-    /// Agenda: arguments each node waits for, consumers in CSR form.
+    /// Agenda: which nodes are ops (bits), arguments each node waits
+    /// for, consumers in CSR form.
+    op_bits: Vec<u64>,
     waiting: Vec<u32>,
     fanout: Vec<u32>,
     fill: Vec<u32>,
@@ -126,7 +128,8 @@ impl Planner {
 impl Planner {
     fn layout_for_consumers(&mut self, g: &Graph, start: usize, end: usize, plan: &mut Plan) {
         let count = end.saturating_sub(start);
-        let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
+        // One comparison: indices below `start` wrap to above `count`.
+        let local = |n: NodeId| Some(n.index().wrapping_sub(start)).filter(|&i| i < count);
         // First read of each planned node, packed (consumer batch, argument,
         // row) so that keys compare as integers; the argument saturates at 255
         // and the row at 2^24 - 1, which only blurs the order of huge batches
@@ -259,7 +262,8 @@ fn plan_depth(g: &Graph, start: usize, end: usize) -> Plan {
 impl Planner {
     fn plan_agenda(&mut self, g: &Graph, start: usize, end: usize) -> Plan {
         let count = end.saturating_sub(start);
-        let local = |n: NodeId| n.index().checked_sub(start).filter(|&i| i < count);
+        // One comparison: indices below `start` wrap to above `count`.
+        let local = |n: NodeId| Some(n.index().wrapping_sub(start)).filter(|&i| i < count);
         // Consumers in CSR form, and how many planned arguments each node waits for.
         let nodes = g.plan_nodes();
         let Planner {
@@ -267,8 +271,20 @@ impl Planner {
             fanout,
             fill,
             consumers,
+            op_bits,
             ..
         } = self;
+        // Which planned nodes are ops (leaves are not planned), one bit
+        // each: argument checks then hit a small table, not the nodes.
+        op_bits.clear();
+        op_bits.resize(count.div_ceil(64), 0);
+        for (i, p) in nodes[start.min(nodes.len())..end.min(nodes.len())]
+            .iter()
+            .enumerate()
+        {
+            op_bits[i / 64] |= (p.is_op() as u64) << (i % 64);
+        }
+        let is_op = |i: usize| op_bits[i / 64] >> (i % 64) & 1 == 1;
         waiting.clear();
         waiting.resize(count, 0);
         fanout.clear();
@@ -281,10 +297,8 @@ impl Planner {
             depth_sum[p.sig.index()] += p.depth as u64;
             depth_cnt[p.sig.index()] += 1;
             for &a in args_of(g, &p) {
-                if let Some(i) = local(a) {
-                    if nodes[a.index()].is_op() {
-                        fanout[i + 1] += 1;
-                    }
+                if let Some(i) = local(a).filter(|&i| is_op(i)) {
+                    fanout[i + 1] += 1;
                 }
             }
         }
@@ -297,14 +311,10 @@ impl Planner {
         consumers.resize(fanout[count] as usize, NodeId::default());
         for (n, p) in op_nodes(g, start, end) {
             for &a in args_of(g, &p) {
-                if let Some(i) = local(a) {
-                    if nodes[a.index()].is_op() {
-                        consumers[fill[i] as usize] = n;
-                        fill[i] += 1;
-                        if let Some(k) = local(n) {
-                            waiting[k] += 1;
-                        }
-                    }
+                if let Some(i) = local(a).filter(|&i| is_op(i)) {
+                    consumers[fill[i] as usize] = n;
+                    fill[i] += 1;
+                    waiting[n.index() - start] += 1;
                 }
             }
         }

@@ -37,13 +37,18 @@ pub trait RowOps {
         accumulate: bool,
     ) -> Result<()> {
         crate::check::copy_rows_at(src.shape(), src_rows, dst.shape(), dst_rows)?;
+        // Dtypes and devices here too: with empty lists no kernel below
+        // would look at them.
+        let device = src.device();
+        let meta = crate::check::meta::<f32>;
+        meta("copy_rows_at", "src", src.dtype(), device, device)?;
+        meta("copy_rows_at", "dst", dst.dtype(), dst.device(), device)?;
         if !accumulate {
             for (&s, &d) in src_rows.iter().zip(dst_rows) {
                 self.copy_rows(src, s as usize, dst.reborrow(), d as usize, 1)?;
             }
             return Ok(());
         }
-        let device = src.device();
         let index = |rows: &[u32]| Tensor::from_vec(rows.to_vec(), [rows.len()])?.to_device(device);
         let (from, to) = (index(src_rows)?, index(dst_rows)?);
         let n = src_rows.len();
