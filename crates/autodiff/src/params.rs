@@ -248,12 +248,13 @@ impl ParamStore {
         Ok(e.grad.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Locks a dense parameter's accumulator if no other thread holds it:
-    /// `None` when it is busy, or when the parameter is a lookup table
-    /// (tables are written a few rows at a time, so waiting is cheap, and
-    /// a private copy of one would not be). Executors running side by side
-    /// on one store then accumulate into a buffer of their own instead of
-    /// waiting through another's product.
+    /// Locks a dense parameter's accumulator if no other thread holds it
+    /// (`None` when it is busy). A lookup table's is always locked, waiting
+    /// if need be: tables are written a few rows at a time, so waiting is
+    /// cheap, and a private copy of one would not be. Executors running
+    /// side by side on one store accumulate a busy dense parameter's
+    /// gradient into a buffer of their own instead of waiting through
+    /// another's product.
     pub fn try_lock_grad(
         &self,
         id: ParamId,

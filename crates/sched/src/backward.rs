@@ -323,9 +323,13 @@ impl Executor {
             cx.touched_rows().to_vec()
         };
         self.grads[index] = Some(dout);
-        // Parameters first, releasing their locks before temporaries are
-        // sent on (which may reach the same parameters).
+        // Parameters first, releasing their locks before deferred
+        // gradients wait for theirs (holding one lock while waiting for
+        // another could deadlock with a part that takes them the other way
+        // round) and before temporaries are sent on (which may reach the
+        // same parameters).
         let mut temps = Vec::new();
+        let mut deferred = Vec::new();
         for (j, dst) in dsts.into_iter().enumerate() {
             match dst {
                 Dst::Skip => {}
@@ -333,22 +337,23 @@ impl Executor {
                     Some((_, rows)) => acc.rows.extend_from_slice(rows),
                     None => acc.dense = true,
                 },
-                Dst::Deferred(p, t) => {
-                    // Zero outside any touched rows: adding all of it adds
-                    // exactly what a direct write would have.
-                    let mut acc = store.lock_grad(p, name)?;
-                    let dst = acc.grad.view_mut().map_err(&err)?;
-                    self.backend.axpy(1.0, &t, dst).map_err(&err)?;
-                    match touched.iter().find(|(a, _)| *a == j) {
-                        Some((_, rows)) => acc.rows.extend_from_slice(rows),
-                        None => acc.dense = true,
-                    }
-                    drop(acc);
-                    self.arena.recycle(t);
-                }
+                Dst::Deferred(p, t) => deferred.push((j, p, t)),
                 Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
                 Dst::Temp(t) => temps.push((j, t)),
             }
+        }
+        for (j, p, t) in deferred {
+            // Zero outside any touched rows: adding all of it adds exactly
+            // what a direct write would have.
+            let mut acc = store.lock_grad(p, name)?;
+            let dst = acc.grad.view_mut().map_err(&err)?;
+            self.backend.axpy(1.0, &t, dst).map_err(&err)?;
+            match touched.iter().find(|(a, _)| *a == j) {
+                Some((_, rows)) => acc.rows.extend_from_slice(rows),
+                None => acc.dense = true,
+            }
+            drop(acc);
+            self.arena.recycle(t);
         }
         for (j, t) in temps {
             self.send_back(g, store, batch, j, &sources[j], &t, name)?;

@@ -14,6 +14,8 @@
 //! are summed. Each part's graph has its own seed (set it in `build`), so
 //! dropout masks depend on how the batch is split.
 
+use std::sync::Barrier;
+
 use rayon::prelude::*;
 use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore};
 
@@ -59,13 +61,19 @@ impl DataParallel {
     /// `parts()` contiguous chunks (a short batch leaves the last parts
     /// idle); `build(k, graph, chunk)` adds the chunk's loss (one element)
     /// to the part's cleared graph (in training mode if it sets it) and
-    /// returns it. All parts then run forward and backward at once, adding
-    /// their parameter gradients to `store`, and the sum of their loss
-    /// values is returned. Graphs are cleared afterwards.
+    /// returns it. All parts then run forward and backward at once (at most
+    /// one per thread of the current pool at a time), adding their
+    /// parameter gradients to `store`, and the sum of their loss values is
+    /// returned. A part's graph is cleared when it is done, and again when
+    /// the next step starts.
+    ///
+    /// Call it from outside other rayon work on the same pool: the parts
+    /// of a wave each need a thread to start on.
     ///
     /// # Errors
     /// The first part's error in part order: `build`'s own, or the
-    /// executor's (converted into `E`).
+    /// executor's (converted into `E`). The parts that succeeded have then
+    /// added their gradients to `store`: zero them before another try.
     pub fn backward<T, E, F>(&mut self, store: &ParamStore, items: &[T], build: F) -> Result<f32, E>
     where
         T: Sync,
@@ -93,13 +101,28 @@ impl DataParallel {
             g.clear();
             Ok(value.first().copied().unwrap_or(0.0))
         };
-        let losses: Vec<Result<f32, E>> = self
-            .parts
-            .par_iter_mut()
-            .zip(items.par_chunks(per))
-            .enumerate()
-            .map(|(k, (part, chunk))| run(k, part, chunk))
-            .collect();
+        // Parts run in waves of at most one per thread, and every part of a
+        // wave waits until all have started: a part still queued could
+        // otherwise be picked up by a thread waiting inside another part's
+        // kernel while that part holds a parameter's gradient, and then
+        // wait for that gradient forever (on the same thread).
+        let chunks: Vec<&[T]> = items.chunks(per).collect();
+        let wave = rayon::current_num_threads().max(1);
+        let mut losses: Vec<Result<f32, E>> = Vec::with_capacity(chunks.len());
+        let parts = &mut self.parts[..chunks.len()];
+        for (w, (parts, chunks)) in parts.chunks_mut(wave).zip(chunks.chunks(wave)).enumerate() {
+            let started = Barrier::new(parts.len());
+            let out: Vec<Result<f32, E>> = parts
+                .par_iter_mut()
+                .zip(chunks.par_iter())
+                .enumerate()
+                .map(|(i, (part, chunk))| {
+                    started.wait();
+                    run(w * wave + i, part, chunk)
+                })
+                .collect();
+            losses.extend(out);
+        }
         losses.into_iter().try_fold(0.0, |sum, l| Ok(sum + l?))
     }
 }

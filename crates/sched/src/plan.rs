@@ -278,10 +278,8 @@ impl Planner {
         // each: argument checks then hit a small table, not the nodes.
         op_bits.clear();
         op_bits.resize(count.div_ceil(64), 0);
-        for (i, p) in nodes[start.min(nodes.len())..end.min(nodes.len())]
-            .iter()
-            .enumerate()
-        {
+        let stop = end.min(nodes.len());
+        for (i, p) in nodes[start.min(stop)..stop].iter().enumerate() {
             op_bits[i / 64] |= (p.is_op() as u64) << (i % 64);
         }
         let is_op = |i: usize| op_bits[i / 64] >> (i % 64) & 1 == 1;
@@ -372,7 +370,24 @@ impl Planner {
 
 #[cfg(test)]
 mod tests {
-    use super::sort_keys;
+    use super::{plan, sort_keys, Strategy};
+    use sheaf_autodiff::Graph;
+    use sheaf_tensor::Tensor;
+
+    /// Ranges that end before they start, or past the graph, plan what
+    /// lies inside (nothing, or up to the last node), never panic.
+    #[test]
+    fn ranges_out_of_order_or_past_the_graph_do_not_panic() {
+        let mut g = Graph::new();
+        let x = g.input(Tensor::from_vec(vec![0.5f32; 2], [2]).unwrap());
+        let y = g.tanh(x).unwrap();
+        g.sigmoid(y).unwrap();
+        for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
+            assert!(plan(&g, 5, 3, s).batches.is_empty(), "{s:?}");
+            assert!(plan(&g, 2, 1, s).batches.is_empty(), "{s:?}");
+            assert_eq!(plan(&g, 0, 100, s).batches.len(), 2, "{s:?}");
+        }
+    }
 
     /// The radix path (many keys, few differing bits, several passes,
     /// keys above 2^32) and the comparison path sort as `sort_unstable`.
