@@ -370,7 +370,7 @@ impl Planner {
 
 #[cfg(test)]
 mod tests {
-    use super::{plan, sort_keys, Strategy};
+    use super::{plan, sort_keys, Planner, Strategy};
     use sheaf_autodiff::Graph;
     use sheaf_tensor::Tensor;
 
@@ -386,6 +386,57 @@ mod tests {
             assert!(plan(&g, 5, 3, s).batches.is_empty(), "{s:?}");
             assert!(plan(&g, 2, 1, s).batches.is_empty(), "{s:?}");
             assert_eq!(plan(&g, 0, 100, s).batches.len(), 2, "{s:?}");
+        }
+    }
+
+    /// A chain of `n` tanh / sigmoid pairs beside `trees` binary trees of
+    /// `leaves` leaves (so batches of several sizes and signatures).
+    fn graph(n: usize, trees: usize, leaves: usize) -> Graph {
+        let mut g = Graph::new();
+        let x = g.input(Tensor::from_vec(vec![0.5f32; 3], [3]).unwrap());
+        let mut h = x;
+        for _ in 0..n {
+            h = g.tanh(h).unwrap();
+            h = g.sigmoid(h).unwrap();
+        }
+        for _ in 0..trees {
+            let mut level: Vec<_> = (0..leaves).map(|_| g.tanh(x).unwrap()).collect();
+            while level.len() > 1 {
+                level = level
+                    .chunks(2)
+                    .map(|p| g.add(p[0], p[p.len() - 1]).unwrap())
+                    .collect();
+            }
+        }
+        g
+    }
+
+    /// A planner reused across graphs of other sizes (larger, then
+    /// smaller, then a sub-range) plans each exactly as a fresh one.
+    #[test]
+    fn a_reused_planner_plans_like_a_fresh_one() {
+        let graphs = [
+            graph(50, 40, 16),
+            graph(3, 2, 4),
+            graph(200, 100, 32),
+            graph(0, 1, 2),
+        ];
+        for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
+            let mut planner = Planner::default();
+            for _ in 0..2 {
+                for g in &graphs {
+                    let n = g.len();
+                    for (start, end) in [(0, n), (n / 3, n), (n / 2, n / 2 + 7)] {
+                        let end = end.min(n);
+                        let fresh = plan(g, start, end, s);
+                        assert_eq!(
+                            planner.plan(g, start, end, s),
+                            fresh,
+                            "{s:?} {start}..{end} of {n}"
+                        );
+                    }
+                }
+            }
         }
     }
 
