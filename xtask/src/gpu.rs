@@ -18,6 +18,7 @@ const GPU_TESTS: &[&str] = &[
     "skip",
     "cuda_backend",
     "cuda_backend_cells",
+    "cuda_backend_states",
     "cuda_backend_optim",
     "cuda_backend_errors",
     "every_op_batches",
