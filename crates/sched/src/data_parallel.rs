@@ -16,7 +16,6 @@
 
 use std::sync::Barrier;
 
-use rayon::prelude::*;
 use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore};
 
 use crate::error::SchedError;
@@ -111,17 +110,22 @@ impl DataParallel {
         let mut losses: Vec<Result<f32, E>> = Vec::with_capacity(chunks.len());
         let parts = &mut self.parts[..chunks.len()];
         for (w, (parts, chunks)) in parts.chunks_mut(wave).zip(chunks.chunks(wave)).enumerate() {
+            // One job per part (a job holding two parts would wait at the
+            // barrier for its own second part).
             let started = Barrier::new(parts.len());
-            let out: Vec<Result<f32, E>> = parts
-                .par_iter_mut()
-                .zip(chunks.par_iter())
-                .enumerate()
-                .map(|(i, (part, chunk))| {
-                    started.wait();
-                    run(w * wave + i, part, chunk)
-                })
-                .collect();
-            losses.extend(out);
+            let mut out: Vec<Option<Result<f32, E>>> = (0..parts.len()).map(|_| None).collect();
+            let (run, started) = (&run, &started);
+            rayon::scope(|s| {
+                for (i, ((part, chunk), slot)) in
+                    parts.iter_mut().zip(chunks).zip(out.iter_mut()).enumerate()
+                {
+                    s.spawn(move |_| {
+                        started.wait();
+                        *slot = Some(run(w * wave + i, part, chunk));
+                    });
+                }
+            });
+            losses.extend(out.into_iter().flatten());
         }
         losses.into_iter().try_fold(0.0, |sum, l| Ok(sum + l?))
     }

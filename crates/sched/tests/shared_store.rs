@@ -155,6 +155,41 @@ fn data_parallel_equals_the_unsplit_batch() {
     }
 }
 
+/// More parts than threads run in waves: in a pool of one thread (one
+/// part at a time) and of three, as many results as without waves.
+#[test]
+fn data_parallel_with_more_parts_than_threads() {
+    let items: Vec<u32> = (0..9).collect();
+    let mut reference = None;
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let (total, got) = pool.install(|| {
+            let mut rng = Lcg(3);
+            let mut store = ParamStore::new();
+            let m = model(&mut store, &mut rng);
+            let mut dp = DataParallel::new(Strategy::Agenda, 5);
+            let total = dp
+                .backward(&store, &items, |_, g, chunk| -> Result<Expr, SchedError> {
+                    Ok(build_items(g, &m, chunk)?)
+                })
+                .unwrap();
+            (total, grads(&store, &m))
+        });
+        match &reference {
+            None => reference = Some((total, got)),
+            Some((t, r)) => {
+                assert_close(&[total], &[*t], &format!("{threads} threads: loss"));
+                for (g, r) in got.iter().zip(r) {
+                    assert_close(g, r, &format!("{threads} threads: gradients"));
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn data_parallel_reports_a_part_error_and_runs_nothing_without_items() {
     let mut rng = Lcg(5);
