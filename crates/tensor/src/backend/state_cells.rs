@@ -181,6 +181,79 @@ fn check_node_bwd(
     Ok(())
 }
 
+/// The leaf backward's default (plain, or with recurrent dropout when
+/// `rd`): checks, the halves copied out, the `[b, H]` kernel.
+fn leaf_bwd_default<B: CellOps + RowOps + ?Sized>(
+    be: &B,
+    op: &'static str,
+    rd: bool,
+    [act, states, dstates]: [&Tensor; 3],
+    dgates: TensorMut<'_>,
+) -> Result<()> {
+    let (act_s, d_s) = (act.shape(), dstates.shape());
+    let cell = cell_shapes::leaf_bwd_states(op, rd, act_s, states.shape(), d_s, dgates.shape())?;
+    let args = [
+        of("act", act),
+        of("states", states),
+        of("dstates", dstates),
+        of_mut("dgates", &dgates),
+    ];
+    f32_on(op, states.device(), &args)?;
+    if cell.is_empty() {
+        return Ok(());
+    }
+    let h = cell.h;
+    let c = half(be, states, h, Half::C)?;
+    let dc = half(be, dstates, h, Half::C)?;
+    let dh = half(be, dstates, h, Half::H)?;
+    if rd {
+        be.tree_lstm_leaf_rd_bwd(act, &c, &dc, &dh, dgates)
+    } else {
+        be.tree_lstm_leaf_bwd(act, &c, &dc, &dh, dgates)
+    }
+}
+
+/// The node backward's default (plain, or with recurrent dropout when
+/// `rd`): checks, the halves copied out, the `[b, H]` kernel, the
+/// children's `c` gradients added back.
+fn node_bwd_default<B: CellOps + RowOps + ?Sized>(
+    be: &B,
+    op: &'static str,
+    rd: bool,
+    [act, left, right, states, dstates]: [&Tensor; 5],
+    dgates: TensorMut<'_>,
+    mut dleft: Option<TensorMut<'_>>,
+    mut dright: Option<TensorMut<'_>>,
+) -> Result<()> {
+    check_node_bwd(
+        op,
+        rd,
+        [act, left, right, states, dstates],
+        &dgates,
+        &dleft,
+        &dright,
+    )?;
+    if states.num_rows() == 0 || states.row_len() == 0 {
+        return Ok(());
+    }
+    let h = states.row_len() / 2;
+    let c_l = half(be, left, h, Half::C)?;
+    let c_r = half(be, right, h, Half::C)?;
+    let c = half(be, states, h, Half::C)?;
+    let dc = half(be, dstates, h, Half::C)?;
+    let dh = half(be, dstates, h, Half::H)?;
+    let mut sl = Sink::new(dleft.as_mut(), left, h)?;
+    let mut sr = Sink::new(dright.as_mut(), right, h)?;
+    let (vl, vr) = (sl.view()?, sr.view()?);
+    if rd {
+        be.tree_lstm_node_rd_bwd(act, &c_l, &c_r, &c, &dc, &dh, dgates, vl, vr)?;
+    } else {
+        be.tree_lstm_node_bwd(act, &c_l, &c_r, &c, &dc, &dh, dgates, vl, vr)?;
+    }
+    drain(be, sl.into_buffer(), dleft.as_mut(), h)?;
+    drain(be, sr.into_buffer(), dright.as_mut(), h)
+}
+
 /// The cells of [`CellOps`] on batches of states `[b, 2H]` (rows
 /// `[c | h]`): forward reads the previous `c` halves and writes the new
 /// states; backward reads `c`, and `dc` / `dh` from the states' gradient
@@ -294,25 +367,13 @@ pub trait StateCellOps: CellOps + RowOps {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
     ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_bwd";
-        let (act_s, d_s) = (act.shape(), dstates.shape());
-        let cell =
-            cell_shapes::leaf_bwd_states(OP, false, act_s, states.shape(), d_s, dgates.shape())?;
-        let args = [
-            of("act", act),
-            of("states", states),
-            of("dstates", dstates),
-            of_mut("dgates", &dgates),
-        ];
-        f32_on(OP, states.device(), &args)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        let h = cell.h;
-        let c = half(self, states, h, Half::C)?;
-        let dc = half(self, dstates, h, Half::C)?;
-        let dh = half(self, dstates, h, Half::H)?;
-        self.tree_lstm_leaf_bwd(act, &c, &dc, &dh, dgates)
+        leaf_bwd_default(
+            self,
+            "tree_lstm_leaf_bwd",
+            false,
+            [act, states, dstates],
+            dgates,
+        )
     }
 
     /// [`CellOps::tree_lstm_node_fwd`] on states ("tree_lstm_node_fwd"):
@@ -363,42 +424,18 @@ pub trait StateCellOps: CellOps + RowOps {
         states: &Tensor,
         dstates: &Tensor,
         dgates: TensorMut<'_>,
-        mut dleft: Option<TensorMut<'_>>,
-        mut dright: Option<TensorMut<'_>>,
+        dleft: Option<TensorMut<'_>>,
+        dright: Option<TensorMut<'_>>,
     ) -> Result<()> {
-        const OP: &str = "tree_lstm_node_bwd";
-        check_node_bwd(
-            OP,
+        node_bwd_default(
+            self,
+            "tree_lstm_node_bwd",
             false,
             [act, left, right, states, dstates],
-            &dgates,
-            &dleft,
-            &dright,
-        )?;
-        if states.num_rows() == 0 || states.row_len() == 0 {
-            return Ok(());
-        }
-        let h = states.row_len() / 2;
-        let c_l = half(self, left, h, Half::C)?;
-        let c_r = half(self, right, h, Half::C)?;
-        let c = half(self, states, h, Half::C)?;
-        let dc = half(self, dstates, h, Half::C)?;
-        let dh = half(self, dstates, h, Half::H)?;
-        let mut sl = Sink::new(dleft.as_mut(), left, h)?;
-        let mut sr = Sink::new(dright.as_mut(), right, h)?;
-        self.tree_lstm_node_bwd(
-            act,
-            &c_l,
-            &c_r,
-            &c,
-            &dc,
-            &dh,
             dgates,
-            sl.view()?,
-            sr.view()?,
-        )?;
-        drain(self, sl.into_buffer(), dleft.as_mut(), h)?;
-        drain(self, sr.into_buffer(), dright.as_mut(), h)
+            dleft,
+            dright,
+        )
     }
 
     /// [`CellOps::tree_lstm_leaf_rd_fwd`] writing `states` `[b, 2H]`
@@ -438,25 +475,13 @@ pub trait StateCellOps: CellOps + RowOps {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
     ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_rd_bwd";
-        let (act_s, d_s) = (act.shape(), dstates.shape());
-        let cell =
-            cell_shapes::leaf_bwd_states(OP, true, act_s, states.shape(), d_s, dgates.shape())?;
-        let args = [
-            of("act", act),
-            of("states", states),
-            of("dstates", dstates),
-            of_mut("dgates", &dgates),
-        ];
-        f32_on(OP, states.device(), &args)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        let h = cell.h;
-        let c = half(self, states, h, Half::C)?;
-        let dc = half(self, dstates, h, Half::C)?;
-        let dh = half(self, dstates, h, Half::H)?;
-        self.tree_lstm_leaf_rd_bwd(act, &c, &dc, &dh, dgates)
+        leaf_bwd_default(
+            self,
+            "tree_lstm_leaf_rd_bwd",
+            true,
+            [act, states, dstates],
+            dgates,
+        )
     }
 
     /// [`CellOps::tree_lstm_node_rd_fwd`] on states
@@ -510,41 +535,17 @@ pub trait StateCellOps: CellOps + RowOps {
         states: &Tensor,
         dstates: &Tensor,
         dgates: TensorMut<'_>,
-        mut dleft: Option<TensorMut<'_>>,
-        mut dright: Option<TensorMut<'_>>,
+        dleft: Option<TensorMut<'_>>,
+        dright: Option<TensorMut<'_>>,
     ) -> Result<()> {
-        const OP: &str = "tree_lstm_node_rd_bwd";
-        check_node_bwd(
-            OP,
+        node_bwd_default(
+            self,
+            "tree_lstm_node_rd_bwd",
             true,
             [act, left, right, states, dstates],
-            &dgates,
-            &dleft,
-            &dright,
-        )?;
-        if states.num_rows() == 0 || states.row_len() == 0 {
-            return Ok(());
-        }
-        let h = states.row_len() / 2;
-        let c_l = half(self, left, h, Half::C)?;
-        let c_r = half(self, right, h, Half::C)?;
-        let c = half(self, states, h, Half::C)?;
-        let dc = half(self, dstates, h, Half::C)?;
-        let dh = half(self, dstates, h, Half::H)?;
-        let mut sl = Sink::new(dleft.as_mut(), left, h)?;
-        let mut sr = Sink::new(dright.as_mut(), right, h)?;
-        self.tree_lstm_node_rd_bwd(
-            act,
-            &c_l,
-            &c_r,
-            &c,
-            &dc,
-            &dh,
             dgates,
-            sl.view()?,
-            sr.view()?,
-        )?;
-        drain(self, sl.into_buffer(), dleft.as_mut(), h)?;
-        drain(self, sr.into_buffer(), dright.as_mut(), h)
+            dleft,
+            dright,
+        )
     }
 }

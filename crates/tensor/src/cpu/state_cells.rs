@@ -108,22 +108,13 @@ impl StateCellOps for CpuBackend {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
     ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_bwd";
-        let (act_s, d_s) = (act.shape(), dstates.shape());
-        let cell =
-            cell_shapes::leaf_bwd_states(OP, false, act_s, states.shape(), d_s, dgates.shape())?;
-        let act = f32_in(OP, "act", act)?;
-        let (states, dstates) = (
-            f32_in(OP, "states", states)?,
-            f32_in(OP, "dstates", dstates)?,
-        );
-        let dgates = f32_out(OP, "dgates", dgates)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_leaf_bwd_states(act, states, dstates, cell.h, dgates)
-            .map_err(TensorError::kernel(OP))
+        leaf_bwd(
+            self,
+            "tree_lstm_leaf_bwd",
+            false,
+            [act, states, dstates],
+            dgates,
+        )
     }
 
     fn tree_lstm_node_fwd_states(
@@ -209,22 +200,13 @@ impl StateCellOps for CpuBackend {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
     ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_rd_bwd";
-        let (act_s, d_s) = (act.shape(), dstates.shape());
-        let cell =
-            cell_shapes::leaf_bwd_states(OP, true, act_s, states.shape(), d_s, dgates.shape())?;
-        let act = f32_in(OP, "act", act)?;
-        let (states, dstates) = (
-            f32_in(OP, "states", states)?,
-            f32_in(OP, "dstates", dstates)?,
-        );
-        let dgates = f32_out(OP, "dgates", dgates)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_leaf_rd_bwd_states(act, states, dstates, cell.h, dgates)
-            .map_err(TensorError::kernel(OP))
+        leaf_bwd(
+            self,
+            "tree_lstm_leaf_rd_bwd",
+            true,
+            [act, states, dstates],
+            dgates,
+        )
     }
 
     fn tree_lstm_node_rd_fwd_states(
@@ -278,6 +260,35 @@ impl StateCellOps for CpuBackend {
             dright,
         )
     }
+}
+
+/// The leaf's backward, plain or with recurrent dropout (`rd`: `act`
+/// holds the mask as a fourth block).
+fn leaf_bwd(
+    be: &CpuBackend,
+    op: &'static str,
+    rd: bool,
+    [act, states, dstates]: [&Tensor; 3],
+    dgates: TensorMut<'_>,
+) -> Result<()> {
+    let (act_s, d_s) = (act.shape(), dstates.shape());
+    let cell = cell_shapes::leaf_bwd_states(op, rd, act_s, states.shape(), d_s, dgates.shape())?;
+    let act = f32_in(op, "act", act)?;
+    let (states, dstates) = (
+        f32_in(op, "states", states)?,
+        f32_in(op, "dstates", dstates)?,
+    );
+    let dgates = f32_out(op, "dgates", dgates)?;
+    if cell.is_empty() {
+        return Ok(());
+    }
+    let k = &be.kernels;
+    let result = if rd {
+        k.tree_lstm_leaf_rd_bwd_states(act, states, dstates, cell.h, dgates)
+    } else {
+        k.tree_lstm_leaf_bwd_states(act, states, dstates, cell.h, dgates)
+    };
+    result.map_err(TensorError::kernel(op))
 }
 
 /// The internal node's backward, plain (`act` of 5 blocks) or with
