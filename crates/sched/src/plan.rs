@@ -88,17 +88,18 @@ pub fn plan(g: &Graph, start: usize, end: usize, strategy: Strategy) -> Plan {
 pub struct Planner {
     /// Layout: first read of each node, sort keys and their scratch, a
     /// batch's reordered nodes.
-    first_read: Vec<u64>,
-    keyed: Vec<(u64, u32)>,
-    radix: Vec<(u64, u32)>,
+    first_read: Vec<u32>,
+    keyed: Vec<u64>,
+    radix: Vec<u64>,
     sorted: Vec<NodeId>,
     /// Agenda: which nodes are ops (bits), arguments each node waits
-    /// for, consumers in CSR form.
+    /// for, consumers (with their signatures, read when they become
+    /// ready: no random access to the nodes then) in CSR form.
     op_bits: Vec<u64>,
     waiting: Vec<u32>,
     fanout: Vec<u32>,
     fill: Vec<u32>,
-    consumers: Vec<NodeId>,
+    consumers: Vec<(NodeId, u32)>,
 }
 
 impl Planner {
@@ -130,15 +131,6 @@ impl Planner {
         let count = end.saturating_sub(start);
         // One comparison: indices below `start` wrap to above `count`.
         let local = |n: NodeId| Some(n.index().wrapping_sub(start)).filter(|&i| i < count);
-        // First read of each planned node, packed (consumer batch, argument,
-        // row) so that keys compare as integers; the argument saturates at 255
-        // and the row at 2^24 - 1, which only blurs the order of huge batches
-        // (any order is correct, this one is just faster to read).
-        let pack = |batch: usize, arg: usize, row: usize| {
-            ((batch.min(u32::MAX as usize) as u64) << 32)
-                | ((arg.min(0xff) as u64) << 24)
-                | row.min(0xff_ffff) as u64
-        };
         let Planner {
             first_read,
             keyed,
@@ -146,34 +138,40 @@ impl Planner {
             sorted,
             ..
         } = self;
+        // Reads are visited in decreasing (consumer batch, argument, row)
+        // order and numbered by a decreasing clock, so the last visit of a
+        // node is its first read and a plain store records it: 4 bytes
+        // per node and no compare in a loop bound by random stores. Unread
+        // nodes keep `u32::MAX`; a clock that ran down to 0 (over 4G reads)
+        // only blurs the order, and any order is correct.
         first_read.clear();
-        first_read.resize(count, u64::MAX);
-        for (bi, batch) in plan.batches.iter_mut().enumerate().rev() {
+        first_read.resize(count, u32::MAX);
+        let mut clock = u32::MAX;
+        for batch in plan.batches.iter_mut().rev() {
             if batch.nodes.len() > 1 {
                 keyed.clear();
-                keyed.extend(
-                    batch
-                        .nodes
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &n)| (local(n).map_or(u64::MAX, |i| first_read[i]), k as u32)),
-                );
+                keyed.extend(batch.nodes.iter().enumerate().map(|(k, &n)| {
+                    let read = local(n).map_or(u32::MAX, |i| first_read[i]);
+                    (read as u64) << 32 | k as u64
+                }));
                 if !keyed.is_sorted() {
                     // Unique keys (ties broken by planned position, so nodes
                     // read nowhere keep their order): any sort is deterministic.
                     sort_keys(keyed, radix);
                     sorted.clear();
-                    sorted.extend(keyed.iter().map(|&(_, k)| batch.nodes[k as usize]));
+                    sorted.extend(keyed.iter().map(|&key| batch.nodes[key as u32 as usize]));
                     std::mem::swap(&mut batch.nodes, sorted);
                 }
             }
-            for (row, &n) in batch.nodes.iter().enumerate() {
-                for (j, &a) in g.args(n).iter().enumerate() {
-                    if let Some(i) = local(a) {
-                        let key = pack(bi, j, row);
-                        if key < first_read[i] {
-                            first_read[i] = key;
-                        }
+            // One pass per argument position. A signature fixes the arity
+            // (a node with more arguments than the first would only leave
+            // its extra reads out of the order, never break it).
+            let arity = batch.nodes.first().map_or(0, |&n| g.args(n).len());
+            for j in (0..arity).rev() {
+                for &n in batch.nodes.iter().rev() {
+                    if let Some(i) = g.args(n).get(j).and_then(|&a| local(a)) {
+                        clock = clock.saturating_sub(1);
+                        first_read[i] = clock;
                     }
                 }
             }
@@ -183,14 +181,14 @@ impl Planner {
 
 /// Sorts keys that are unique, by a radix sort on the bits in which they
 /// differ (11 bits a pass) when there are many and those bits are few (a
-/// batch's first reads mostly differ only in row and argument), else by
-/// comparison. `scratch` is reused between calls.
-fn sort_keys(keys: &mut Vec<(u64, u32)>, scratch: &mut Vec<(u64, u32)>) {
+/// batch's first reads mostly differ in few bits), else by comparison.
+/// `scratch` is reused between calls.
+fn sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     const DIGIT: u32 = 11;
     const MIN_LEN: usize = 1 << 10;
     let (lo, hi) = keys
         .iter()
-        .fold((u64::MAX, 0), |(lo, hi), &(k, _)| (lo.min(k), hi.max(k)));
+        .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
     let bits = 64 - (hi.wrapping_sub(lo)).leading_zeros();
     if keys.len() < MIN_LEN || bits > 4 * DIGIT {
         keys.sort_unstable();
@@ -198,21 +196,21 @@ fn sort_keys(keys: &mut Vec<(u64, u32)>, scratch: &mut Vec<(u64, u32)>) {
     }
     let mask = (1u64 << DIGIT) - 1;
     scratch.clear();
-    scratch.resize(keys.len(), (0, 0));
+    scratch.resize(keys.len(), 0);
     let mut counts = vec![0usize; 1 << DIGIT];
     for shift in (0..bits).step_by(DIGIT as usize) {
         let digit = |k: u64| ((k - lo) >> shift & mask) as usize;
         counts.fill(0);
-        for &(k, _) in keys.iter() {
+        for &k in keys.iter() {
             counts[digit(k)] += 1;
         }
         let mut sum = 0;
         for c in counts.iter_mut() {
             (*c, sum) = (sum, sum + *c);
         }
-        for &entry in keys.iter() {
-            let d = digit(entry.0);
-            scratch[counts[d]] = entry;
+        for &k in keys.iter() {
+            let d = digit(k);
+            scratch[counts[d]] = k;
             counts[d] += 1;
         }
         std::mem::swap(keys, scratch);
@@ -306,31 +304,31 @@ impl Planner {
         fill.clear();
         fill.extend_from_slice(fanout);
         consumers.clear();
-        consumers.resize(fanout[count] as usize, NodeId::default());
+        consumers.resize(fanout[count] as usize, Default::default());
         for (n, p) in op_nodes(g, start, end) {
             for &a in args_of(g, &p) {
                 if let Some(i) = local(a).filter(|&i| is_op(i)) {
-                    consumers[fill[i] as usize] = n;
+                    consumers[fill[i] as usize] = (n, p.sig.index() as u32);
                     fill[i] += 1;
                     waiting[n.index() - start] += 1;
                 }
             }
         }
-        let priority = |sig: SigId| {
-            let mean = depth_sum[sig.index()] as f64 / depth_cnt[sig.index()].max(1) as f64;
-            let cheap = g.signatures()[sig.index()].cost == Cost::Cheap;
+        let priority = |s: usize| {
+            let mean = depth_sum[s] as f64 / depth_cnt[s].max(1) as f64;
+            let cheap = g.signatures()[s].cost == Cost::Cheap;
             // Non-negative f64 bits order like the values.
-            Reverse((mean.to_bits(), !cheap, sig.index()))
+            Reverse((mean.to_bits(), !cheap, s))
         };
         let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
         let mut heap = BinaryHeap::new();
         for (n, p) in op_nodes(g, start, end) {
             if local(n).is_some_and(|k| waiting[k] == 0) {
-                let s = p.sig;
-                if ready[s.index()].is_empty() {
+                let s = p.sig.index();
+                if ready[s].is_empty() {
                     heap.push(priority(s));
                 }
-                ready[s.index()].push(n);
+                ready[s].push(n);
             }
         }
         let mut batches = Vec::new();
@@ -343,15 +341,15 @@ impl Planner {
             let unbatchable = !g.signatures()[s].batchable;
             for &n in &nodes {
                 let Some(i) = local(n) else { continue };
-                for &c in &consumers[fanout[i] as usize..fanout[i + 1] as usize] {
+                for &(c, cs) in &consumers[fanout[i] as usize..fanout[i + 1] as usize] {
                     let Some(k) = local(c) else { continue };
                     waiting[k] -= 1;
                     if waiting[k] == 0 {
-                        let cs = g.plan_nodes()[c.index()].sig;
-                        if ready[cs.index()].is_empty() {
+                        let cs = cs as usize;
+                        if ready[cs].is_empty() {
                             heap.push(priority(cs));
                         }
-                        ready[cs.index()].push(c);
+                        ready[cs].push(c);
                     }
                 }
             }
@@ -461,11 +459,11 @@ mod tests {
             (2000, 60, 0),
         ] {
             let mut seen = std::collections::HashSet::new();
-            let mut keys: Vec<(u64, u32)> = Vec::new();
+            let mut keys: Vec<u64> = Vec::new();
             while keys.len() < len {
                 let k = base + (next() & ((1u64 << bits) - 1));
                 if seen.insert(k) {
-                    keys.push((k, keys.len() as u32));
+                    keys.push(k);
                 }
             }
             let mut expected = keys.clone();
