@@ -13,8 +13,10 @@
 //! H-long slices that the compiler vectorises. The `tanh(c)` that backward
 //! needs is recomputed from `c` (cheaper than storing it). With the Avx2
 //! ISA the same row code is compiled with AVX2 + FMA enabled
-//! (`simd/avx2/cells.rs`); the arithmetic is the same, so both ISAs agree
-//! up to the activation functions.
+//! (`simd/avx2/cells.rs`), with Avx512 with AVX-512F too where that is
+//! faster (`simd/avx512/cells.rs`); the arithmetic is the same, so the
+//! ISAs agree up to the activation functions (and the two SIMD ones
+//! exactly, as their activations do).
 
 use rayon::prelude::*;
 
@@ -152,7 +154,7 @@ fn activate(k: &CpuKernels, gates: &[f32], hd: usize, n_sig: usize, act: &mut [f
 
 // ---- Row kernels, on `[b, kH]` blocks: `(hidden, inputs, outputs)` in the
 // ---- order of the entry point's arguments. `#[inline(always)]` so that the
-// ---- AVX2 wrappers compile them with the wider instruction set.
+// ---- AVX2 / AVX-512 wrappers compile them with the wider instruction set.
 
 /// Rows of an input `[b, k H]` (`k` gate blocks each, at any pitch).
 #[inline(always)]
@@ -407,7 +409,8 @@ where
     Ok(())
 }
 
-/// Calls a row kernel's Scalar or AVX2 build.
+/// Calls a row kernel's Scalar, AVX2 or AVX-512 build (`simd::avx512::cells`
+/// re-exports the AVX2 build where AVX-512 did not measure faster).
 macro_rules! dispatch {
     ($k:expr, $f:ident, $hd:expr, $ins:expr, $outs:expr) => {
         match $k.isa() {
@@ -415,6 +418,11 @@ macro_rules! dispatch {
             // SAFETY: a CpuKernels with isa Avx2 exists only on CPUs with
             // AVX2 and FMA; the row kernel is safe code over slices.
             Isa::Avx2 => unsafe { crate::simd::avx2::cells::$f($k, $hd, $ins, $outs) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a CpuKernels with isa Avx512 exists only on CPUs with
+            // AVX-512F, AVX2 and FMA, enough for either build found there;
+            // the row kernel is safe code over slices.
+            Isa::Avx512 => unsafe { crate::simd::avx512::cells::$f($k, $hd, $ins, $outs) },
             _ => $f($k, $hd, $ins, $outs),
         }
     };

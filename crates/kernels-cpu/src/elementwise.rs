@@ -11,6 +11,8 @@
 //! functions and is the reference; the AVX2 path
 //! (`simd::avx2::{math, elementwise}`) evaluates exp / log / tanh / sigmoid
 //! with its own polynomials, within a few ulp of it (see `simd::avx2::math`).
+//! The AVX-512 path (`simd::avx512`) evaluates the same polynomials with the
+//! same operations, 16 lanes wide, and returns the AVX2 results bit for bit.
 //!
 //! Above a length threshold the work is split over the current rayon pool.
 
@@ -43,7 +45,10 @@ pub const PAR_MIN_LEN_MATH: usize = 1 << 16;
 /// measurements).
 pub const PAR_MIN_LEN_ARITH: usize = 1 << 17;
 
-/// Runs the AVX2 kernel of this name for an `Avx2` handle, else the scalar one.
+/// Runs the AVX2 kernel of this name for an `Avx2` handle, the one of
+/// `simd::avx512::elementwise` for an `Avx512` handle (an AVX-512 kernel, or
+/// the AVX2 one re-exported where AVX-512 did not measure faster), else the
+/// scalar one.
 macro_rules! dispatch {
     ($isa:expr, $name:ident($($arg:expr),*)) => {
         match $isa {
@@ -53,6 +58,15 @@ macro_rules! dispatch {
                 // CPU supports AVX2 and FMA (both constructors check it); the
                 // kernel is memory-safe for any slice lengths.
                 unsafe { crate::simd::avx2::elementwise::$name($($arg),*) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                // SAFETY: a `CpuKernels` with ISA `Avx512` exists only when
+                // the CPU supports AVX-512F, AVX2 and FMA (both constructors
+                // check it), which covers both the AVX-512 kernels and the
+                // AVX2 ones re-exported there; all are memory-safe for any
+                // slice lengths.
+                unsafe { crate::simd::avx512::elementwise::$name($($arg),*) }
             }
             _ => scalar::$name($($arg),*),
         }

@@ -358,7 +358,8 @@ impl CpuKernels {
         if g.m == 0 || g.n == 0 {
             return Ok(());
         }
-        let avx2 = self.isa() == Isa::Avx2;
+        // An Avx512 handle runs the AVX2 tiles (no AVX-512 gemm).
+        let avx2 = matches!(self.isa(), Isa::Avx2 | Isa::Avx512);
         // The crossovers are measured only when a product could take either
         // path (more than SMALL_M rows).
         let wide = || crossover::get();
@@ -415,29 +416,30 @@ impl CpuKernels {
             (Isa::Scalar, Transpose::No) => scalar_bn(&geom, a, b, c),
             (Isa::Scalar, Transpose::Yes) => scalar_bt(&geom, a, b, c),
             #[cfg(target_arch = "x86_64")]
-            (Isa::Avx2, Transpose::No) if g.k <= avx2::RANK_K_MAX => {
-                // SAFETY: isa Avx2 proves AVX2+FMA; `g.check` proved a, b, c
-                // span op(A) (rsa, csa strides), B (k x n, ldb) and C; and
-                // k <= RANK_K_MAX.
+            (Isa::Avx2 | Isa::Avx512, Transpose::No) if g.k <= avx2::RANK_K_MAX => {
+                // SAFETY: isa Avx2 or Avx512 proves AVX2+FMA; `g.check`
+                // proved a, b, c span op(A) (rsa, csa strides), B (k x n,
+                // ldb) and C; and k <= RANK_K_MAX.
                 unsafe { avx2::rank_k(&geom, a, b, c) }
             }
             #[cfg(target_arch = "x86_64")]
-            (Isa::Avx2, Transpose::No) => {
-                // SAFETY: isa Avx2 proves AVX2+FMA; `g.check` proved a, b, c
-                // span op(A) (rsa, csa strides), B (k x n, ldb) and C.
+            (Isa::Avx2 | Isa::Avx512, Transpose::No) => {
+                // SAFETY: isa Avx2 or Avx512 proves AVX2+FMA; `g.check`
+                // proved a, b, c span op(A) (rsa, csa strides), B (k x n,
+                // ldb) and C.
                 unsafe { avx2::sgemm_bn(&geom, a, b, c, g.k <= SMALL_K) }
             }
             #[cfg(target_arch = "x86_64")]
-            (Isa::Avx2, Transpose::Yes) => {
-                // SAFETY: isa Avx2 proves AVX2+FMA; `g.check` proved b spans
-                // n x k (ldb) and c spans m x n (ldc); a is either A (m x k,
-                // lda, checked) or `packed`, exactly m x k.
+            (Isa::Avx2 | Isa::Avx512, Transpose::Yes) => {
+                // SAFETY: isa Avx2 or Avx512 proves AVX2+FMA; `g.check`
+                // proved b spans n x k (ldb) and c spans m x n (ldc); a is
+                // either A (m x k, lda, checked) or `packed`, exactly m x k.
                 unsafe { avx2::sgemm_bt(&geom, a, b, c) }
             }
             #[cfg(not(target_arch = "x86_64"))]
-            (Isa::Avx2, Transpose::No) => scalar_bn(&geom, a, b, c),
+            (Isa::Avx2 | Isa::Avx512, Transpose::No) => scalar_bn(&geom, a, b, c),
             #[cfg(not(target_arch = "x86_64"))]
-            (Isa::Avx2, Transpose::Yes) => scalar_bt(&geom, a, b, c),
+            (Isa::Avx2 | Isa::Avx512, Transpose::Yes) => scalar_bt(&geom, a, b, c),
         }
     }
 }

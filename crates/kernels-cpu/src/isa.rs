@@ -13,17 +13,22 @@ pub enum Isa {
     Scalar,
     /// x86-64 AVX2 with FMA (Haswell and later, Zen and later).
     Avx2,
+    /// x86-64 AVX-512F together with AVX2 and FMA (Skylake-X and later,
+    /// Zen 4 and later). Kernels with no AVX-512 version of their own, or
+    /// whose AVX-512 version was not faster, run their AVX2 version.
+    Avx512,
 }
 
 impl Isa {
     /// Every ISA, best last.
-    pub const ALL: [Isa; 2] = [Isa::Scalar, Isa::Avx2];
+    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
 
     /// Lower-case name, as accepted by `SHEAF_ISA`.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
             Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
     }
 
@@ -41,8 +46,16 @@ impl Isa {
                 std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
             }
+            // AVX2 and FMA too: an `Avx512` handle runs the AVX2 kernels
+            // where there is no AVX-512 one.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
             #[cfg(not(target_arch = "x86_64"))]
-            Isa::Avx2 => false,
+            Isa::Avx2 | Isa::Avx512 => false,
         }
     }
 
@@ -52,8 +65,8 @@ impl Isa {
     }
 
     /// The best supported ISA, detected once. The environment variable
-    /// `SHEAF_ISA=scalar|avx2` lowers the choice (it never selects an ISA
-    /// the CPU lacks).
+    /// `SHEAF_ISA=scalar|avx2|avx512` lowers the choice (it never selects an
+    /// ISA the CPU lacks).
     pub fn best() -> Isa {
         static BEST: OnceLock<Isa> = OnceLock::new();
         *BEST.get_or_init(|| {
@@ -76,8 +89,10 @@ impl Isa {
 /// Handle through which every kernel is called.
 ///
 /// A value with `isa() == Isa::Avx2` exists only if the CPU supports AVX2 and
-/// FMA: both constructors check it. The SIMD entry points rely on this
-/// invariant for the soundness of their `#[target_feature]` calls.
+/// FMA, one with `Isa::Avx512` only if it supports AVX-512F, AVX2 and FMA:
+/// both constructors check it. The SIMD entry points rely on this invariant
+/// for the soundness of their `#[target_feature]` calls (an `Avx512` handle
+/// may call an AVX2 kernel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuKernels {
     isa: Isa,
@@ -124,8 +139,9 @@ mod tests {
         assert_eq!(Isa::from_name("sse9"), None);
     }
 
-    /// With `SHEAF_REQUIRE_ISA=avx2` set (as CI does on x86-64 machines), a
-    /// machine without the ISA fails instead of silently testing less.
+    /// With `SHEAF_REQUIRE_ISA=avx2` set (as CI does on x86-64 machines; a
+    /// list such as `avx2,avx512` also works), a machine without the ISA
+    /// fails instead of silently testing less.
     #[test]
     fn required_isas_are_present() {
         if let Ok(list) = std::env::var("SHEAF_REQUIRE_ISA") {

@@ -197,13 +197,18 @@ pub(crate) fn apply(u: &Update, p: &mut [f32], g: &[f32], a: &mut [f32], b: &mut
 }
 
 impl CpuKernels {
-    /// [`apply`] with the Scalar or the AVX2 build.
+    /// [`apply`] with the Scalar or the AVX2 build (also for `Avx512`).
     fn apply(&self, u: &Update, p: &mut [f32], g: &[f32], a: &mut [f32], b: &mut [f32]) {
         match self.isa() {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: a CpuKernels with isa Avx2 exists only on CPUs with
             // AVX2 and FMA; `apply` is safe code over slices.
             Isa::Avx2 => unsafe { crate::simd::avx2::optim::optim_apply(u, p, g, a, b) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a CpuKernels with isa Avx512 exists only on CPUs with
+            // AVX-512F, AVX2 and FMA; no AVX-512 build of the updates, so
+            // it runs the AVX2 one.
+            Isa::Avx512 => unsafe { crate::simd::avx2::optim::optim_apply(u, p, g, a, b) },
             _ => apply(u, p, g, a, b),
         }
     }

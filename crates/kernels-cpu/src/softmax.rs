@@ -28,7 +28,8 @@ use crate::parallel::should_split;
 /// transcendental threshold, measured in [`crate::elementwise::PAR_MIN_LEN_MATH`].
 pub const SOFTMAX_PAR_MIN_LEN: usize = crate::elementwise::PAR_MIN_LEN_MATH;
 
-/// Runs the AVX2 kernel of this name for an `Avx2` handle, else the scalar one.
+/// Runs the AVX2 kernel of this name for an `Avx2` or `Avx512` handle, else
+/// the scalar one.
 macro_rules! dispatch {
     ($isa:expr, $name:ident($($arg:expr),*)) => {
         match $isa {
@@ -37,6 +38,14 @@ macro_rules! dispatch {
                 // SAFETY: a `CpuKernels` with ISA `Avx2` exists only when the
                 // CPU supports AVX2 and FMA (both constructors check it); the
                 // kernel is memory-safe for any slice lengths.
+                unsafe { crate::simd::avx2::softmax::$name($($arg),*) }
+            }
+            // No AVX-512 softmax: an Avx512 handle runs the AVX2 kernels.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                // SAFETY: a `CpuKernels` with ISA `Avx512` exists only when
+                // the CPU supports AVX-512F, AVX2 and FMA (both constructors
+                // check it); the kernel is memory-safe for any slice lengths.
                 unsafe { crate::simd::avx2::softmax::$name($($arg),*) }
             }
             _ => scalar::$name($($arg),*),

@@ -8,4 +8,8 @@
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod math_consts;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod mxcsr;

@@ -17,54 +17,15 @@
 //!
 //! log uses Cephes' `logf` polynomial; exp and tanh use minimax fits
 //! made for this file (see [`EXP_C`], [`TANH_P`]). All evaluated with FMA.
+//! The constants live in `simd::math_consts`, shared with the AVX-512
+//! version (`simd::avx512::math`), which performs the same operations.
 
 use core::arch::x86_64::*;
 
-/// ln 2 split so that `n * LN2_HI` is exact for |n| < 2^15.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
-
-/// e^r ~ 1 + r + r^2 (c0 + c1 r + ... + c4 r^4) on |r| <= ln2 / 2, fitted
-/// for minimal maximum relative error (3e-9, far below f32 rounding).
-const EXP_C: [f32; 5] = [
-    4.999_999_3e-1,
-    1.666_652_1e-1,
-    4.166_839e-2,
-    8.368_71e-3,
-    1.381_460_2e-3,
-];
-
-/// exp flushes to 0 below this, the smallest f32 with e^x >= f32::MIN_POSITIVE
-/// (ln of it is -87.336544750...), and overflows to inf above about 88.72.
-/// Clamping there keeps every intermediate normal: subnormal results cost
-/// a microcode assist per vector on Zen 3 (3x slower), which softmax rows
-/// with -inf entries or widely spread logits would hit all the time.
-const EXP_LO: f32 = -87.336_54;
-const EXP_HI: f32 = 89.0;
-
-/// Smallest positive normal f32 (log rescales subnormal inputs).
-const MIN_NORMAL: f32 = f32::MIN_POSITIVE;
-
-/// tanh(|x|) rounds to 1.0 from about 9.01 on: the rational approximation
-/// is fitted on [0, 9] and its argument clamped there.
-const TANH_CLAMP: f32 = 9.0;
-/// Numerator and denominator coefficients (in x^2, constant term first) of
-/// tanh(x) ~ x P(x^2) / Q(x^2), fitted for minimal maximum relative error on
-/// [0, 9] (iteratively reweighted least squares on the linearised error).
-const TANH_P: [f32; 5] = [
-    1.0,
-    1.338_398e-1,
-    3.498_995_6e-3,
-    2.066_125_5e-5,
-    1.341_981e-8,
-];
-const TANH_Q: [f32; 5] = [
-    1.0,
-    4.671_73e-1,
-    2.589_020_5e-2,
-    3.291_037_6e-4,
-    7.804_725e-7,
-];
+use crate::simd::math_consts::{
+    EXP_C, EXP_HI, EXP_LO, LN2_HI, LN2_LO, LOG_P, MIN_NORMAL, ROUND_MAGIC, TANH_CLAMP, TANH_P,
+    TANH_Q, TWO_POW_23,
+};
 
 /// Lanes set where the sign bit is set.
 #[inline]
@@ -81,7 +42,7 @@ fn sign_mask() -> __m256 {
 fn exp_reduced(x: __m256) -> (__m256, __m256i) {
     // Adding 1.5 * 2^23 rounds x log2(e) to the nearest integer in one FMA
     // and leaves that integer in the low mantissa bits.
-    let magic = _mm256_set1_ps(12_582_912.0);
+    let magic = _mm256_set1_ps(ROUND_MAGIC);
     let k = _mm256_fmadd_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E), magic);
     let n = _mm256_sub_ps(k, magic);
     let ni = _mm256_sub_epi32(_mm256_castps_si256(k), _mm256_castps_si256(magic));
@@ -136,7 +97,7 @@ pub(crate) fn log_ps(x: __m256) -> __m256 {
     let one = _mm256_set1_ps(1.0);
     // Subnormals: scale by 2^23 first and take 23 off the exponent.
     let sub = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(MIN_NORMAL));
-    let xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8_388_608.0)), sub);
+    let xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(TWO_POW_23)), sub);
     let bits = _mm256_castps_si256(xs);
     let e = _mm256_sub_epi32(_mm256_srli_epi32::<23>(bits), _mm256_set1_epi32(127));
     // Mantissa in [1, 2), then folded into [sqrt(1/2), sqrt(2)).
@@ -150,15 +111,10 @@ pub(crate) fn log_ps(x: __m256) -> __m256 {
     let e = _mm256_sub_ps(e, _mm256_and_ps(sub, _mm256_set1_ps(23.0)));
     let f = _mm256_sub_ps(m, one);
     // log(1 + f) = f - f^2/2 + f^3 P(f), f in [-0.293, 0.415].
-    let mut p = _mm256_set1_ps(7.037_683_6e-2);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.151_461e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.167_699_9e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.242_014_1e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.424_932_3e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.666_805_8e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.000_071_4e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-2.499_999_4e-1));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(3.333_333e-1));
+    let mut p = _mm256_set1_ps(LOG_P[0]);
+    for &c in &LOG_P[1..] {
+        p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(c));
+    }
     let f2 = _mm256_mul_ps(f, f);
     let mut y = _mm256_mul_ps(_mm256_mul_ps(p, f), f2);
     y = _mm256_fmadd_ps(e, _mm256_set1_ps(LN2_LO), y);
