@@ -20,6 +20,14 @@ use crate::error::{Result, SchedError};
 use crate::exec::{batch_err, first_non_finite, Executor, RowGroups, Source};
 use crate::plan::Batch;
 
+/// A failed add of parameter `p`'s private gradient into the store.
+fn tensor_err(p: ParamId, source: TensorError) -> SchedError {
+    SchedError::from(GraphError::Tensor {
+        context: format!("adding the private gradient of parameter {p:?} to the store"),
+        source: Box::new(source),
+    })
+}
+
 /// Where the gradient of one argument of a batch goes.
 enum Dst<'s> {
     /// Nothing to compute (inputs).
@@ -31,9 +39,22 @@ enum Dst<'s> {
     Temp(Tensor),
     /// Into a parameter's accumulator (shared arguments).
     Param(MutexGuard<'s, GradAcc>),
-    /// Into a zeroed buffer added to parameter `p`'s accumulator after the
-    /// call: another thread held it (executors side by side on one store).
-    Deferred(ParamId, Tensor),
+    /// Into this executor's private gradient `k` of a parameter (taken out
+    /// for the call), added to the store at the end of the backward.
+    Private(usize, Tensor),
+}
+
+/// A dense parameter's gradient summed apart from the store: another
+/// executor held the store's accumulator when this one first needed it
+/// (executors side by side on one store). One buffer per parameter and
+/// backward, so a busy parameter costs one zeroing and one add per step,
+/// not per batch, and nobody waits for a lock in the middle of a step.
+pub(crate) struct PrivateGrad {
+    param: ParamId,
+    grad: Option<Tensor>,
+    /// Rows written sparsely, and whether some op wrote densely.
+    rows: Vec<u32>,
+    dense: bool,
 }
 
 impl Executor {
@@ -91,8 +112,11 @@ impl Executor {
                 }
             }
         }
+        // Added even after an error, so that no buffer is lost; the store's
+        // gradients are then partial either way.
+        let flushed = self.add_private_grads(store);
         if result.is_ok() {
-            result = self.publish_grads(g, &plans);
+            result = flushed.and_then(|()| self.publish_grads(g, &plans));
         }
         self.plans = plans;
         self.stats.kernels += t0.elapsed();
@@ -143,6 +167,31 @@ impl Executor {
                 .reshape(src.shape())?;
             be.axpy(1.0, src, dst)
         })
+    }
+
+    /// Adds the private parameter gradients to the store (each buffer is
+    /// zero outside the rows written, so adding all of it adds exactly
+    /// what writing into the store would have) and recycles them. Holds
+    /// one lock at a time.
+    fn add_private_grads(&mut self, store: &ParamStore) -> Result<()> {
+        let mut result = Ok(());
+        for e in std::mem::take(&mut self.private_grads) {
+            let Some(t) = e.grad else { continue };
+            if result.is_ok() {
+                result = (|| {
+                    let mut acc = store.lock_grad(e.param, "backward")?;
+                    let dst = acc.grad.view_mut().map_err(|s| tensor_err(e.param, s))?;
+                    self.backend
+                        .axpy(1.0, &t, dst)
+                        .map_err(|s| tensor_err(e.param, s))?;
+                    acc.rows.extend_from_slice(&e.rows);
+                    acc.dense |= e.dense;
+                    Ok(())
+                })();
+            }
+            self.arena.recycle(t);
+        }
+        result
     }
 
     /// Makes every node's gradient readable from the graph: row views of
@@ -273,13 +322,33 @@ impl Executor {
                         .any(|k| op.arg_role(k, n) == ArgRole::Share && g.args(first)[k] == a);
                     match g.node(a).kind() {
                         NodeKind::Input(_) => Dst::Skip,
-                        NodeKind::Param(p) if !repeated => match store.try_lock_grad(p, name)? {
-                            Some(acc) => Dst::Param(acc),
-                            None => {
-                                let t = self.arena.zeros(g.node(a).shape()).map_err(&err)?;
-                                Dst::Deferred(p, t)
+                        NodeKind::Param(p) if !repeated => {
+                            match self.private_grads.iter().position(|e| e.param == p) {
+                                // Put back after every call: empty only after
+                                // an error has already ended this backward.
+                                Some(k) => match self.private_grads[k].grad.take() {
+                                    Some(t) => Dst::Private(k, t),
+                                    None => Dst::Private(
+                                        k,
+                                        self.arena.zeros(g.node(a).shape()).map_err(&err)?,
+                                    ),
+                                },
+                                None => match store.try_lock_grad(p, name)? {
+                                    Some(acc) => Dst::Param(acc),
+                                    None => {
+                                        let t =
+                                            self.arena.zeros(g.node(a).shape()).map_err(&err)?;
+                                        self.private_grads.push(PrivateGrad {
+                                            param: p,
+                                            grad: None,
+                                            rows: Vec::new(),
+                                            dense: false,
+                                        });
+                                        Dst::Private(self.private_grads.len() - 1, t)
+                                    }
+                                },
                             }
-                        },
+                        }
                         _ => Dst::Temp(self.arena.zeros(g.node(a).shape()).map_err(&err)?),
                     }
                 }
@@ -304,7 +373,7 @@ impl Executor {
                     }
                     Dst::Temp(t) => Some(t.view_mut().map_err(&err)?),
                     Dst::Param(acc) => Some(acc.grad.view_mut().map_err(&err)?),
-                    Dst::Deferred(_, t) => Some(t.view_mut().map_err(&err)?),
+                    Dst::Private(_, t) => Some(t.view_mut().map_err(&err)?),
                 });
             }
             let _span = tracing::trace_span!("kernel").entered();
@@ -323,37 +392,28 @@ impl Executor {
             cx.touched_rows().to_vec()
         };
         self.grads[index] = Some(dout);
-        // Parameters first, releasing their locks before deferred
-        // gradients wait for theirs (holding one lock while waiting for
-        // another could deadlock with a part that takes them the other way
-        // round) and before temporaries are sent on (which may reach the
-        // same parameters).
+        // Parameters first, releasing their locks before temporaries are
+        // sent on (which may reach the same parameters).
         let mut temps = Vec::new();
-        let mut deferred = Vec::new();
         for (j, dst) in dsts.into_iter().enumerate() {
+            let rows = touched.iter().find(|(a, _)| *a == j).map(|(_, r)| r);
             match dst {
                 Dst::Skip => {}
-                Dst::Param(mut acc) => match touched.iter().find(|(a, _)| *a == j) {
-                    Some((_, rows)) => acc.rows.extend_from_slice(rows),
+                Dst::Param(mut acc) => match rows {
+                    Some(rows) => acc.rows.extend_from_slice(rows),
                     None => acc.dense = true,
                 },
-                Dst::Deferred(p, t) => deferred.push((j, p, t)),
+                Dst::Private(k, t) => {
+                    let e = &mut self.private_grads[k];
+                    e.grad = Some(t);
+                    match rows {
+                        Some(rows) => e.rows.extend_from_slice(rows),
+                        None => e.dense = true,
+                    }
+                }
                 Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
                 Dst::Temp(t) => temps.push((j, t)),
             }
-        }
-        for (j, p, t) in deferred {
-            // Zero outside any touched rows: adding all of it adds exactly
-            // what a direct write would have.
-            let mut acc = store.lock_grad(p, name)?;
-            let dst = acc.grad.view_mut().map_err(&err)?;
-            self.backend.axpy(1.0, &t, dst).map_err(&err)?;
-            match touched.iter().find(|(a, _)| *a == j) {
-                Some((_, rows)) => acc.rows.extend_from_slice(rows),
-                None => acc.dense = true,
-            }
-            drop(acc);
-            self.arena.recycle(t);
         }
         for (j, t) in temps {
             self.send_back(g, store, batch, j, &sources[j], &t, name)?;

@@ -3,7 +3,8 @@
 //! side by side on the current rayon pool against one [`ParamStore`]:
 //! graph building, planning and every kernel of a part stay on its thread,
 //! and the parameter gradients meet in the store (a dense parameter that
-//! another part is writing is accumulated apart and added afterwards, see
+//! another part is writing is accumulated apart for the rest of that
+//! part's backward and added once at its end, see
 //! [`ParamStore::try_lock_grad`]). With few cores this uses them better
 //! than splitting each kernel: most of a step is small products and
 //! elementwise work that does not split well (W1, Tree-LSTM training, 2

@@ -15,6 +15,7 @@ use sheaf_tensor::{Backend, Shape, Tensor, TensorError};
 
 use crate::arena::Arena;
 use crate::auto::AutoTuner;
+use crate::backward::PrivateGrad;
 use crate::error::{Result, SchedError};
 use crate::plan::{Batch, Plan, Planner, Strategy};
 use crate::stats::PlanStats;
@@ -91,6 +92,10 @@ pub struct Executor {
     pub(crate) records: Vec<Record>,
     /// Gradient of each batch's outputs, allocated when one first arrives.
     pub(crate) grads: Vec<Option<Tensor>>,
+    /// Gradients of dense parameters that another executor was writing
+    /// when this one needed them, kept for the whole backward and added to
+    /// the store once at its end (see `backward.rs`).
+    pub(crate) private_grads: Vec<PrivateGrad>,
     pub(crate) arena: Arena,
     /// Planning's working memory, kept from graph to graph.
     planner: Planner,
@@ -146,6 +151,7 @@ impl Executor {
             aux_buffers: Vec::new(),
             records: Vec::new(),
             grads: Vec::new(),
+            private_grads: Vec::new(),
             arena: Arena::default(),
             planner: Planner::default(),
             stats: PlanStats::default(),

@@ -1,7 +1,7 @@
 //! Executors side by side on one parameter store (a minibatch split over
 //! threads): a dense parameter's accumulator held by another thread is not
-//! waited for; the batch's gradient goes into a buffer of its own, added
-//! when the call is done. The accumulated gradients equal those of the two
+//! waited for; the executor sums that parameter's gradient in a buffer of
+//! its own for the rest of its backward and adds it at the end. The accumulated gradients equal those of the two
 //! graphs run one after the other (tolerance: `common/mod.rs`), whether or
 //! not a thread found an accumulator busy; here one is held on purpose
 //! while both run. `DataParallel` does this for a minibatch: its loss and
@@ -115,6 +115,95 @@ fn executors_side_by_side_accumulate_what_they_would_one_after_the_other() {
         // The table's touched rows are recorded either way.
         let touched = store.lock_grad(m.table.id(), "test").unwrap().rows.len();
         assert!(touched > 0, "{strategy:?}: no rows of the table recorded");
+    }
+}
+
+/// Chains that apply `u` at three depths (three batches), so that a
+/// busy `u` is summed apart across several batches.
+fn build_deep(g: &mut Graph, m: &Model, items: &[u32]) -> Expr {
+    let mut losses = Vec::new();
+    for &row in items {
+        let e = g.param(&m.table);
+        let mut h = g.lookup(e, row).unwrap();
+        for _ in 0..3 {
+            let (b, u) = (g.param(&m.b), g.param(&m.u));
+            h = g.affine(b, &[(u, h)]).unwrap();
+            h = g.tanh(h).unwrap();
+        }
+        losses.push(g.sum_elems(h).unwrap());
+    }
+    g.sum(&losses).unwrap()
+}
+
+/// `u` and `b` held by this thread while two executors run backward: each
+/// sums them apart over its three batches and adds them once at its end
+/// (after the locks are released), which must equal one run after the
+/// other. Fails if a private buffer were re-zeroed, dropped, or added
+/// more than once.
+#[test]
+fn a_busy_parameter_is_summed_apart_over_several_batches() {
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        let mut rng = Lcg(5);
+        let mut store = ParamStore::new();
+        let m = model(&mut store, &mut rng);
+        let mut parts: Vec<(Graph, Executor, Expr)> = (0..2)
+            .map(|k| {
+                let mut g = Graph::new();
+                let items: Vec<u32> = (0..4 + k as u32).map(|i| (i * 3 + k as u32) % 10).collect();
+                let loss = build_deep(&mut g, &m, &items);
+                (g, Executor::new(strategy), loss)
+            })
+            .collect();
+        for (g, exec, loss) in parts.iter_mut() {
+            exec.forward(g, &store, *loss).unwrap();
+            exec.backward(g, &store, *loss).unwrap();
+        }
+        let reference = grads(&store, &m);
+        store.zero_grads().unwrap();
+        // Forward first, so that both backwards start with the locks held.
+        for (g, exec, loss) in parts.iter_mut() {
+            exec.forward(g, &store, *loss).unwrap();
+        }
+        let shared = &store;
+        let held = (
+            shared.lock_grad(m.u.id(), "test").unwrap(),
+            shared.lock_grad(m.b.id(), "test").unwrap(),
+        );
+        thread::scope(|s| {
+            let workers: Vec<_> = parts
+                .iter_mut()
+                .map(|(g, exec, loss)| s.spawn(move || exec.backward(g, shared, *loss).unwrap()))
+                .collect();
+            thread::sleep(Duration::from_millis(200));
+            drop(held);
+            for w in workers {
+                w.join().unwrap();
+            }
+        });
+        let got = grads(&store, &m);
+        for (name, (g, r)) in ["w", "b", "u", "emb"]
+            .iter()
+            .zip(got.iter().zip(&reference))
+        {
+            assert_close(g, r, &format!("{strategy:?}: gradient of {name}"));
+        }
+        // A second step on the same executors starts with no private
+        // buffers left over: the same gradients again.
+        store.zero_grads().unwrap();
+        for (g, exec, loss) in parts.iter_mut() {
+            exec.backward(g, &store, *loss).unwrap();
+        }
+        let again = grads(&store, &m);
+        for (name, (g, r)) in ["w", "b", "u", "emb"]
+            .iter()
+            .zip(again.iter().zip(&reference))
+        {
+            assert_close(
+                g,
+                r,
+                &format!("{strategy:?}: second step, gradient of {name}"),
+            );
+        }
     }
 }
 
