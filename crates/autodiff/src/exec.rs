@@ -98,7 +98,7 @@ impl Sequential {
         for i in g.evaluated..end.max(g.evaluated) {
             let id = NodeId(i as u32);
             let value = self.forward_node(g, store, id)?;
-            g.values.own[i] = Some(value);
+            *g.values.own_mut(i) = Some(value);
         }
         g.evaluated = g.evaluated.max(end);
         g.value(target).cloned()
@@ -124,7 +124,9 @@ impl Sequential {
         let arg_ids = g.args(id).to_vec();
         let mut args = Vec::with_capacity(arg_ids.len());
         for (j, a) in arg_ids.iter().enumerate() {
-            let v = g.values.own[a.index()]
+            let v = g
+                .values
+                .own_ref(a.index())
                 .as_ref()
                 .ok_or(GraphError::NotComputed {
                     op: g.op_name(*a),
@@ -145,7 +147,7 @@ impl Sequential {
             });
         }
         if let Some(first) = arg_ids.first() {
-            let src = g.values.own[first.index()].as_ref();
+            let src = g.values.own_ref(first.index()).as_ref();
             if let Some(view) = src.and_then(|v| op.view(v, &node.shape, node.attr)) {
                 return view.map_err(|source| GraphError::Exec {
                     op: name,
@@ -190,7 +192,7 @@ impl Sequential {
                 });
             }
         }
-        g.aux.own[id.index()] = aux;
+        *g.aux.own_mut(id.index()) = aux;
         out.reshape(node.shape).map_err(exec)
     }
 
@@ -216,16 +218,16 @@ impl Sequential {
         g.grads.clear();
         g.grads.resize(g.nodes.len());
         let name = g.op_name(loss_id);
-        g.grads.own[loss_id.index()] = Some(Tensor::full_f32(1.0, shape, self.device()).map_err(
-            |source| GraphError::Exec {
+        *g.grads.own_mut(loss_id.index()) = Some(
+            Tensor::full_f32(1.0, shape, self.device()).map_err(|source| GraphError::Exec {
                 op: name,
                 node: loss_id,
                 source: Box::new(source),
-            },
-        )?);
+            })?,
+        );
         for i in (0..=loss_id.index()).rev() {
             let id = NodeId(i as u32);
-            let Some(dy) = g.grads.own[i].clone() else {
+            let Some(dy) = g.grads.own_ref(i).clone() else {
                 continue;
             };
             let node = g.nodes[i].clone();
@@ -264,7 +266,9 @@ impl Sequential {
         let mut slots: Vec<Slot<'_>> = Vec::with_capacity(n);
         for (j, &a) in arg_ids.iter().enumerate() {
             let role = op.arg_role(j, n);
-            let v = g.values.own[a.index()]
+            let v = g
+                .values
+                .own_ref(a.index())
                 .clone()
                 .ok_or(GraphError::NotComputed {
                     op: g.op_name(a),
@@ -288,7 +292,7 @@ impl Sequential {
                     Slot::Node(a, zeros(self.device(), a_node.shape, name, id)?, true)
                 }
                 NodeKind::Op => {
-                    let t = match g.grads.own[a.index()].take() {
+                    let t = match g.grads.own_mut(a.index()).take() {
                         Some(t) => t,
                         None => zeros(self.device(), a_node.shape, name, id)?,
                     };
@@ -296,7 +300,9 @@ impl Sequential {
                 }
             });
         }
-        let out = g.values.own[id.index()]
+        let out = g
+            .values
+            .own_ref(id.index())
             .clone()
             .ok_or(GraphError::NotComputed {
                 op: name,
@@ -306,7 +312,7 @@ impl Sequential {
             })?;
         let out = out.reshape(stacked(node.shape, name, id)?).map_err(exec)?;
         let dout = dy.reshape(out.shape()).map_err(exec)?;
-        let aux = g.aux.own[id.index()].clone();
+        let aux = g.aux.own_ref(id.index()).clone();
         let seeds = [g.node_seed(id)];
         let data = [node.data];
         let sparse = {
@@ -363,7 +369,7 @@ impl Sequential {
                             acc.dense = true;
                         }
                         _ => {
-                            let mut dst = match g.grads.own[a.index()].take() {
+                            let mut dst = match g.grads.own_mut(a.index()).take() {
                                 Some(d) => d,
                                 None => zeros(self.device(), t.shape(), name, id)?,
                             };
@@ -390,7 +396,7 @@ impl Sequential {
                 });
             }
         }
-        g.grads.own[a.index()] = Some(t);
+        *g.grads.own_mut(a.index()) = Some(t);
         Ok(())
     }
 }

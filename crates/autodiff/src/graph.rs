@@ -542,9 +542,9 @@ impl Graph {
     /// one it writes (copy on write); call this before the step when the
     /// graph is kept.
     pub fn release_params(&mut self) {
-        for (node, value) in self.nodes.iter().zip(self.values.own.iter_mut()) {
+        for (i, node) in self.nodes.iter().enumerate() {
             if matches!(node.kind, NodeKind::Param(_)) {
-                *value = None;
+                self.values.forget_own(i);
             }
         }
     }
