@@ -83,6 +83,13 @@ impl Executor {
         for t in self.grads.drain(..).flatten() {
             self.arena.recycle(t);
         }
+        // Left over only by a backward that panicked: its partial sums
+        // must not reach this step's gradients.
+        for e in self.private_grads.drain(..) {
+            if let Some(t) = e.grad {
+                self.arena.recycle(t);
+            }
+        }
         self.grads.resize(self.buffers.len(), None);
         let err = batch_err(g.op_name(loss_id), std::slice::from_ref(&loss_id));
         let Some(home) = self.homes[loss_id.index()] else {
@@ -167,6 +174,22 @@ impl Executor {
                 .reshape(src.shape())?;
             be.axpy(1.0, src, dst)
         })
+    }
+
+    /// After a failed call: the batch's output gradient, the producers'
+    /// gradient buffers and the private gradients taken out for it go back
+    /// where they were (locks and temporaries are dropped), so that the
+    /// private sums of earlier batches are still added.
+    fn put_back(&mut self, index: usize, dout: Tensor, dsts: Vec<Dst<'_>>) {
+        self.grads[index] = Some(dout);
+        for dst in dsts {
+            match dst {
+                Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
+                Dst::Private(k, t) => self.private_grads[k].grad = Some(t),
+                Dst::Temp(t) => self.arena.recycle(t),
+                Dst::Skip | Dst::Param(_) => {}
+            }
+        }
     }
 
     /// Adds the private parameter gradients to the store (each buffer is
@@ -293,71 +316,80 @@ impl Executor {
         }
         // Where each argument's gradient goes.
         let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(n);
-        let mut taken: Vec<u32> = Vec::new();
-        for j in 0..n {
-            let role = op.arg_role(j, n);
-            let dst = match role {
-                ArgRole::Stack => {
-                    let needed = nodes
-                        .iter()
-                        .any(|&x| !matches!(g.node(g.args(x)[j]).kind(), NodeKind::Input(_)));
-                    match &sources[j] {
-                        _ if !needed => Dst::Skip,
-                        Source::View { buffer, row0 }
-                            if *buffer as usize != index && !taken.contains(buffer) =>
-                        {
-                            taken.push(*buffer);
-                            Dst::Direct {
-                                buffer: *buffer,
-                                row0: *row0,
-                                t: self.grad_buffer(*buffer).map_err(&err)?,
+        let mut build = |this: &mut Self| -> Result<()> {
+            let mut taken: Vec<u32> = Vec::new();
+            for j in 0..n {
+                let role = op.arg_role(j, n);
+                let dst = match role {
+                    ArgRole::Stack => {
+                        let needed = nodes
+                            .iter()
+                            .any(|&x| !matches!(g.node(g.args(x)[j]).kind(), NodeKind::Input(_)));
+                        match &sources[j] {
+                            _ if !needed => Dst::Skip,
+                            Source::View { buffer, row0 }
+                                if *buffer as usize != index && !taken.contains(buffer) =>
+                            {
+                                taken.push(*buffer);
+                                Dst::Direct {
+                                    buffer: *buffer,
+                                    row0: *row0,
+                                    t: this.grad_buffer(*buffer).map_err(&err)?,
+                                }
                             }
+                            _ => Dst::Temp(this.arena.zeros(args[j].shape()).map_err(&err)?),
                         }
-                        _ => Dst::Temp(self.arena.zeros(args[j].shape()).map_err(&err)?),
                     }
-                }
-                ArgRole::Share => {
-                    let a = g.args(first)[j];
-                    let repeated = (0..j)
-                        .any(|k| op.arg_role(k, n) == ArgRole::Share && g.args(first)[k] == a);
-                    match g.node(a).kind() {
-                        NodeKind::Input(_) => Dst::Skip,
-                        NodeKind::Param(p) if !repeated => {
-                            match self.private_grads.iter().position(|e| e.param == p) {
-                                // Put back after every call: empty only after
-                                // an error has already ended this backward.
-                                Some(k) => match self.private_grads[k].grad.take() {
-                                    Some(t) => Dst::Private(k, t),
-                                    None => Dst::Private(
-                                        k,
-                                        self.arena.zeros(g.node(a).shape()).map_err(&err)?,
-                                    ),
-                                },
-                                None => match store.try_lock_grad(p, name)? {
-                                    Some(acc) => Dst::Param(acc),
-                                    None => {
-                                        let t =
-                                            self.arena.zeros(g.node(a).shape()).map_err(&err)?;
-                                        self.private_grads.push(PrivateGrad {
-                                            param: p,
-                                            grad: None,
-                                            rows: Vec::new(),
-                                            dense: false,
-                                        });
-                                        Dst::Private(self.private_grads.len() - 1, t)
-                                    }
-                                },
+                    ArgRole::Share => {
+                        let a = g.args(first)[j];
+                        let repeated = (0..j)
+                            .any(|k| op.arg_role(k, n) == ArgRole::Share && g.args(first)[k] == a);
+                        match g.node(a).kind() {
+                            NodeKind::Input(_) => Dst::Skip,
+                            NodeKind::Param(p) if !repeated => {
+                                match this.private_grads.iter().position(|e| e.param == p) {
+                                    // Put back after every call: empty only after
+                                    // an error has already ended this backward.
+                                    Some(k) => match this.private_grads[k].grad.take() {
+                                        Some(t) => Dst::Private(k, t),
+                                        None => Dst::Private(
+                                            k,
+                                            this.arena.zeros(g.node(a).shape()).map_err(&err)?,
+                                        ),
+                                    },
+                                    None => match store.try_lock_grad(p, name)? {
+                                        Some(acc) => Dst::Param(acc),
+                                        None => {
+                                            let t = this
+                                                .arena
+                                                .zeros(g.node(a).shape())
+                                                .map_err(&err)?;
+                                            this.private_grads.push(PrivateGrad {
+                                                param: p,
+                                                grad: None,
+                                                rows: Vec::new(),
+                                                dense: false,
+                                            });
+                                            Dst::Private(this.private_grads.len() - 1, t)
+                                        }
+                                    },
+                                }
                             }
+                            _ => Dst::Temp(this.arena.zeros(g.node(a).shape()).map_err(&err)?),
                         }
-                        _ => Dst::Temp(self.arena.zeros(g.node(a).shape()).map_err(&err)?),
                     }
-                }
-            };
-            dsts.push(dst);
+                };
+                dsts.push(dst);
+            }
+            Ok(())
+        };
+        if let Err(e) = build(self) {
+            self.put_back(index, dout, dsts);
+            return Err(e);
         }
         let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
-        let touched = {
+        let ran = (|| -> Result<Vec<(usize, Vec<u32>)>> {
             let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(n);
             for (dst, arg) in dsts.iter_mut().zip(&args) {
                 dargs.push(match dst {
@@ -389,7 +421,14 @@ impl Executor {
                 dargs,
             );
             op.backward(&mut cx).map_err(&err)?;
-            cx.touched_rows().to_vec()
+            Ok(cx.touched_rows().to_vec())
+        })();
+        let touched = match ran {
+            Ok(touched) => touched,
+            Err(e) => {
+                self.put_back(index, dout, dsts);
+                return Err(e);
+            }
         };
         self.grads[index] = Some(dout);
         // Parameters first, releasing their locks before temporaries are
