@@ -272,30 +272,41 @@ impl Planner {
             op_bits,
             ..
         } = self;
-        // Which planned nodes are ops (leaves are not planned), one bit
-        // each: argument checks then hit a small table, not the nodes.
+        // One pass over the nodes (arguments come before their node, so
+        // their bits are set when it is reached): which planned nodes are
+        // ops, one bit each (argument checks then hit a small table, not
+        // the nodes); the mean depth per signature; how many consumers each
+        // node has and how many planned arguments it waits for; and the
+        // nodes ready from the start.
         op_bits.clear();
         op_bits.resize(count.div_ceil(64), 0);
-        let stop = end.min(nodes.len());
-        for (i, p) in nodes[start.min(stop)..stop].iter().enumerate() {
-            op_bits[i / 64] |= (p.is_op() as u64) << (i % 64);
-        }
-        let is_op = |i: usize| op_bits[i / 64] >> (i % 64) & 1 == 1;
         waiting.clear();
         waiting.resize(count, 0);
         fanout.clear();
         fanout.resize(count + 1, 0);
-        // Mean depth per signature over all planned nodes, in the same pass.
         let nsig = g.signatures().len();
         let mut depth_sum = vec![0u64; nsig];
         let mut depth_cnt = vec![0u64; nsig];
-        for (_, p) in op_nodes(g, start, end) {
-            depth_sum[p.sig.index()] += p.depth as u64;
-            depth_cnt[p.sig.index()] += 1;
-            for &a in args_of(g, &p) {
-                if let Some(i) = local(a).filter(|&i| is_op(i)) {
+        let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
+        let stop = end.min(nodes.len());
+        for (k, p) in nodes[start.min(stop)..stop].iter().enumerate() {
+            if !p.is_op() {
+                continue;
+            }
+            op_bits[k / 64] |= 1 << (k % 64);
+            let s = p.sig.index();
+            depth_sum[s] += p.depth as u64;
+            depth_cnt[s] += 1;
+            let mut wait = 0;
+            for &a in args_of(g, p) {
+                if let Some(i) = local(a).filter(|&i| op_bits[i / 64] >> (i % 64) & 1 == 1) {
                     fanout[i + 1] += 1;
+                    wait += 1;
                 }
+            }
+            waiting[k] = wait;
+            if wait == 0 {
+                ready[s].push(NodeId::from_index(start + k));
             }
         }
         for i in 0..count {
@@ -307,10 +318,9 @@ impl Planner {
         consumers.resize(fanout[count] as usize, Default::default());
         for (n, p) in op_nodes(g, start, end) {
             for &a in args_of(g, &p) {
-                if let Some(i) = local(a).filter(|&i| is_op(i)) {
+                if let Some(i) = local(a).filter(|&i| op_bits[i / 64] >> (i % 64) & 1 == 1) {
                     consumers[fill[i] as usize] = (n, p.sig.index() as u32);
                     fill[i] += 1;
-                    waiting[n.index() - start] += 1;
                 }
             }
         }
@@ -320,17 +330,10 @@ impl Planner {
             // Non-negative f64 bits order like the values.
             Reverse((mean.to_bits(), !cheap, s))
         };
-        let mut ready: Vec<Vec<NodeId>> = vec![Vec::new(); nsig];
-        let mut heap = BinaryHeap::new();
-        for (n, p) in op_nodes(g, start, end) {
-            if local(n).is_some_and(|k| waiting[k] == 0) {
-                let s = p.sig.index();
-                if ready[s].is_empty() {
-                    heap.push(priority(s));
-                }
-                ready[s].push(n);
-            }
-        }
+        let mut heap: BinaryHeap<_> = (0..nsig)
+            .filter(|&s| !ready[s].is_empty())
+            .map(priority)
+            .collect();
         let mut batches = Vec::new();
         while let Some(Reverse((_, _, s))) = heap.pop() {
             let nodes = std::mem::take(&mut ready[s]);
