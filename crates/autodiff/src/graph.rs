@@ -90,6 +90,13 @@ pub struct Graph {
     ops: Vec<Arc<dyn Op>>,
     user_ops: FxHashMap<usize, OpId>,
     sig_ids: FxHashMap<SmallVec<[u64; 10]>, SigId>,
+    /// Scratch of `push`: the arguments' shapes and the signature key,
+    /// kept to spare building a node two small-vector set-ups.
+    scratch_shapes: Vec<Shape>,
+    scratch_key: Vec<u64>,
+    /// Per op, the last signature key it interned and its id, checked
+    /// before `sig_ids` (a model adds runs of nodes of one signature).
+    last_sig: Vec<(Vec<u64>, SigId)>,
     pub(crate) sigs: Vec<SigInfo>,
     pub(crate) inputs: Vec<Tensor>,
     param_nodes: FxHashMap<ParamId, NodeId>,
@@ -134,6 +141,9 @@ impl Graph {
             ops: instances(),
             user_ops: FxHashMap::default(),
             sig_ids: FxHashMap::default(),
+            scratch_shapes: Vec::new(),
+            scratch_key: Vec::new(),
+            last_sig: Vec::new(),
             sigs: Vec::new(),
             inputs: Vec::new(),
             param_nodes: FxHashMap::default(),
@@ -155,6 +165,7 @@ impl Graph {
         self.plan_nodes.clear();
         self.arg_list.clear();
         self.sig_ids.clear();
+        self.last_sig.clear();
         self.sigs.clear();
         self.inputs.clear();
         self.param_nodes.clear();
@@ -348,23 +359,36 @@ impl Graph {
         // (no reference count touched per node: building is ~75 ns a node).
         let op = &*self.ops[op_id.0 as usize];
         let name = op.name();
-        let mut shapes: SmallVec<[Shape; 4]> = SmallVec::with_capacity(args.len());
+        let mut shapes = std::mem::take(&mut self.scratch_shapes);
+        shapes.clear();
         let mut depth = 0;
         for &a in args {
-            let node = check_expr(self.key, self.generation, self.nodes.len(), a, name)?;
+            let node = match check_expr(self.key, self.generation, self.nodes.len(), a, name) {
+                Ok(node) => node,
+                Err(e) => {
+                    self.scratch_shapes = shapes;
+                    return Err(e);
+                }
+            };
             let n = &self.nodes[node.index()];
             shapes.push(n.shape);
             depth = depth.max(n.depth + 1);
         }
-        let shape = op
-            .infer_shape(&shapes, attr)
-            .map_err(|e| GraphError::Shape {
-                op: name,
-                expected: e.expected,
-                given: shapes.to_vec(),
-            })?;
+        let shape = match op.infer_shape(&shapes, attr) {
+            Ok(shape) => shape,
+            Err(e) => {
+                let given = shapes.clone();
+                self.scratch_shapes = shapes;
+                return Err(GraphError::Shape {
+                    op: name,
+                    expected: e.expected,
+                    given,
+                });
+            }
+        };
         let id = NodeId(self.nodes.len() as u32);
-        let mut key: SmallVec<[u64; 10]> = SmallVec::new();
+        let mut key = std::mem::take(&mut self.scratch_key);
+        key.clear();
         key.push(op_id.0 as u64);
         key.push(attr);
         if op.batchable() {
@@ -382,6 +406,8 @@ impl Graph {
             key.push(id.0 as u64);
         }
         let sig = self.intern_sig(op_id, &key);
+        self.scratch_key = key;
+        self.scratch_shapes = shapes;
         let start = self.arg_list.len() as u32;
         self.arg_list.extend(args.iter().map(|a| a.node));
         self.plan_nodes.push(PlanNode {
@@ -404,6 +430,24 @@ impl Graph {
 
 impl Graph {
     fn intern_sig(&mut self, op: OpId, key: &[u64]) -> SigId {
+        let slot = op.0 as usize;
+        if let Some((last, id)) = self.last_sig.get(slot) {
+            if same_key(last, key) {
+                return *id;
+            }
+        }
+        let id = self.intern_sig_new(op, key);
+        if self.last_sig.len() <= slot {
+            self.last_sig.resize(slot + 1, (Vec::new(), id));
+        }
+        let last = &mut self.last_sig[slot];
+        last.0.clear();
+        last.0.extend_from_slice(key);
+        last.1 = id;
+        id
+    }
+
+    fn intern_sig_new(&mut self, op: OpId, key: &[u64]) -> SigId {
         // Looked up by slice: the key is copied into the map only when new.
         if let Some(&id) = self.sig_ids.get(key) {
             return id;
@@ -419,6 +463,13 @@ impl Graph {
         self.sig_ids.insert(SmallVec::from_slice(key), id);
         id
     }
+}
+
+/// Key equality without branches per word (keys are a few words; slice
+/// `==` calls `memcmp`).
+#[inline]
+fn same_key(a: &[u64], b: &[u64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// [`Graph::check`] on the graph's identity fields alone, so that it can run
