@@ -3,6 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sheaf_autodiff::Graph;
+use sheaf_benches::forest::build_forest;
 use sheaf_tensor::Tensor;
 use std::hint::black_box;
 
@@ -34,6 +35,22 @@ fn build_nodes(c: &mut Criterion) {
                 e = g.add(m, e).expect("same shape");
             }
             black_box(e)
+        })
+    });
+    group.finish();
+    // The plan bench's graph of about 1M nodes, built into a cleared graph
+    // (its allocations kept, as a training loop does): building plus
+    // planning per node is this plus `plan/*` (the same node count).
+    g.clear();
+    build_forest(&mut g, 1_000_000);
+    let mut group = c.benchmark_group("graph_build_forest");
+    group.throughput(Throughput::Elements(g.len() as u64));
+    group.sample_size(10);
+    group.bench_function(format!("{}", g.len()), |b| {
+        b.iter(|| {
+            g.clear();
+            build_forest(&mut g, 1_000_000);
+            black_box(g.len())
         })
     });
     group.finish();

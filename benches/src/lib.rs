@@ -5,6 +5,7 @@
 //! reported as a ratio against something measured in the same run.
 
 pub mod bound;
+pub mod forest;
 pub mod measure;
 pub mod peak;
 pub mod plots;
