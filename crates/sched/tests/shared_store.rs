@@ -56,6 +56,15 @@ fn build_items(g: &mut Graph, m: &Model, items: &[u32]) -> sheaf_autodiff::Resul
     g.sum(&losses)
 }
 
+/// Every parameter's gradient in `store` equals `reference` (from
+/// [`grads`]), within the tolerance.
+fn assert_grads(store: &ParamStore, m: &Model, reference: &[Vec<f32>], what: &str) {
+    let got = grads(store, m);
+    for (name, (g, r)) in ["w", "b", "u", "emb"].iter().zip(got.iter().zip(reference)) {
+        assert_close(g, r, &format!("{what}: gradient of {name}"));
+    }
+}
+
 fn grads(store: &ParamStore, m: &Model) -> Vec<Vec<f32>> {
     [&m.w, &m.b, &m.u, &m.table]
         .iter()
@@ -105,13 +114,7 @@ fn executors_side_by_side_accumulate_what_they_would_one_after_the_other() {
                 w.join().unwrap();
             }
         });
-        let got = grads(&store, &m);
-        for (name, (g, r)) in ["w", "b", "u", "emb"]
-            .iter()
-            .zip(got.iter().zip(&reference))
-        {
-            assert_close(g, r, &format!("{strategy:?}: gradient of {name}"));
-        }
+        assert_grads(&store, &m, &reference, &format!("{strategy:?}"));
         // The table's touched rows are recorded either way.
         let touched = store.lock_grad(m.table.id(), "test").unwrap().rows.len();
         assert!(touched > 0, "{strategy:?}: no rows of the table recorded");
@@ -180,30 +183,19 @@ fn a_busy_parameter_is_summed_apart_over_several_batches() {
                 w.join().unwrap();
             }
         });
-        let got = grads(&store, &m);
-        for (name, (g, r)) in ["w", "b", "u", "emb"]
-            .iter()
-            .zip(got.iter().zip(&reference))
-        {
-            assert_close(g, r, &format!("{strategy:?}: gradient of {name}"));
-        }
+        assert_grads(&store, &m, &reference, &format!("{strategy:?}"));
         // A second step on the same executors starts with no private
         // buffers left over: the same gradients again.
         store.zero_grads().unwrap();
         for (g, exec, loss) in parts.iter_mut() {
             exec.backward(g, &store, *loss).unwrap();
         }
-        let again = grads(&store, &m);
-        for (name, (g, r)) in ["w", "b", "u", "emb"]
-            .iter()
-            .zip(again.iter().zip(&reference))
-        {
-            assert_close(
-                g,
-                r,
-                &format!("{strategy:?}: second step, gradient of {name}"),
-            );
-        }
+        assert_grads(
+            &store,
+            &m,
+            &reference,
+            &format!("{strategy:?}: second step"),
+        );
     }
 }
 
@@ -233,13 +225,7 @@ fn data_parallel_equals_the_unsplit_batch() {
                 .unwrap();
             let what = format!("{strategy:?}, {parts} parts");
             assert_close(&[total], &[reference_loss], &format!("{what}: loss"));
-            let got = grads(&store, &m);
-            for (name, (g, r)) in ["w", "b", "u", "emb"]
-                .iter()
-                .zip(got.iter().zip(&reference))
-            {
-                assert_close(g, r, &format!("{what}: gradient of {name}"));
-            }
+            assert_grads(&store, &m, &reference, &what);
         }
     }
 }
