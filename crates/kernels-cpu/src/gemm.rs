@@ -2,9 +2,10 @@
 //!
 //! Each call (or each block of a parallel split) takes one of these paths:
 //! - the small path, hand-written, when C has few rows (at most
-//!   [`SMALL_M`]: one instance, the top of a tree; more with AVX2 while B
-//!   is small) or, with B not transposed, the inner dimension is at most
-//!   [`SMALL_K`] (the weight gradient `x^T dy` of a few instances). It
+//!   [`SMALL_M`]: one instance, the top of a tree; more with AVX2 or
+//!   AVX-512 while B is small) or, with B not transposed, the inner
+//!   dimension is at most [`SMALL_K`] (the weight gradient `x^T dy` of a
+//!   few instances). It
 //!   reads A and B in place: matrixmultiply packs both first, which for few
 //!   rows costs more than the product (1 x 300 x 600: 6 GFLOP/s there, 30
 //!   here; 64 rows: 80 there);
@@ -23,10 +24,14 @@
 use rayon::prelude::*;
 
 mod crossover;
+#[cfg(test)]
+mod tile_bench;
 pub use crossover::Crossovers;
 
 #[cfg(target_arch = "x86_64")]
 use crate::simd::avx2::gemm as avx2;
+#[cfg(target_arch = "x86_64")]
+use crate::simd::avx512::gemm as avx512;
 use crate::{CpuKernels, Isa, KernelError, Result};
 
 /// Whether a matrix operand is used as stored or transposed.
@@ -53,8 +58,10 @@ pub const SMALL_K: usize = 16;
 pub const SMALL_N_BT: usize = 16;
 
 /// With AVX2 the register tiles beat matrixmultiply well past 16 rows
-/// while B stays within about L2 (at most this many elements, 1 MiB).
-/// How far is measured per machine ([`Crossovers`], `gemm/crossover.rs`);
+/// while B stays within about L2 (at most this many elements, 1 MiB); the
+/// AVX-512 tiles further (to 128-192 rows as B is, 64-128 with A
+/// transposed, on the Xeon of `simd/avx512/gemm.rs`). How far is measured
+/// per machine and per ISA ([`Crossovers`], `gemm/crossover.rs`);
 /// the constants are the Zen 3's figures, used with
 /// `SHEAF_GEMM_CROSSOVER=fixed` (x 300 x 450): B as stored up to 64 rows (NN
 /// 17 rows: 86 GFLOP/s against 48, 64 rows: 87 against 79), A transposed up
@@ -358,11 +365,10 @@ impl CpuKernels {
         if g.m == 0 || g.n == 0 {
             return Ok(());
         }
-        // An Avx512 handle runs the AVX2 tiles (no AVX-512 gemm).
         let avx2 = matches!(self.isa(), Isa::Avx2 | Isa::Avx512);
         // The crossovers are measured only when a product could take either
-        // path (more than SMALL_M rows).
-        let wide = || crossover::get();
+        // path (more than SMALL_M rows), for the tiles this handle runs.
+        let wide = || crossover::get(self.isa());
         let rows_limit = match (g.ta, g.tb) {
             _ if !avx2 || g.m <= SMALL_M => SMALL_M,
             (_, Transpose::Yes) => wide().bt,
@@ -379,10 +385,11 @@ impl CpuKernels {
         }
     }
 
-    /// The row limits of the hand-written AVX2 path on this machine
-    /// (measured on first use; see [`Crossovers`]).
+    /// The row limits of the hand-written path this handle runs (the AVX2
+    /// or the AVX-512 tiles) on this machine (measured on first use, once
+    /// per ISA; see [`Crossovers`]).
     pub fn gemm_crossovers(&self) -> Crossovers {
-        crossover::get()
+        crossover::get(self.isa())
     }
 
     /// The hand-written path; `g` has been checked against the slices.
@@ -415,6 +422,33 @@ impl CpuKernels {
         match (self.isa(), g.tb) {
             (Isa::Scalar, Transpose::No) => scalar_bn(&geom, a, b, c),
             (Isa::Scalar, Transpose::Yes) => scalar_bt(&geom, a, b, c),
+            // An Avx512 handle runs the AVX-512 tiles (16 columns a vector,
+            // `simd/avx512/gemm.rs`; on the Xeon 1.2-1.8x the AVX2 tiles,
+            // e.g. 16 x 300 x 750 at 148-158 GFLOP/s against 87-92) except
+            // where the AVX2 ones measured faster: one row, B transposed
+            // with at most two rows, and rank-k updates with k <= 2
+            // (figures there).
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, Transpose::No) if g.k <= avx512::RANK_K_MAX && g.k > 2 => {
+                // SAFETY: isa Avx512 proves AVX-512F+AVX2+FMA; `g.check`
+                // proved a, b, c span op(A) (rsa, csa strides), B (k x n,
+                // ldb) and C; and k <= RANK_K_MAX.
+                unsafe { avx512::rank_k(&geom, a, b, c) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, Transpose::No) if g.m > 1 && g.k > avx512::RANK_K_MAX => {
+                // SAFETY: isa Avx512 proves AVX-512F+AVX2+FMA; `g.check`
+                // proved a, b, c span op(A) (rsa, csa strides), B (k x n,
+                // ldb) and C.
+                unsafe { avx512::sgemm_bn(&geom, a, b, c, g.k <= SMALL_K) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, Transpose::Yes) if g.m > 2 => {
+                // SAFETY: isa Avx512 proves AVX-512F+AVX2+FMA; `g.check`
+                // proved b spans n x k (ldb) and c spans m x n (ldc); a is
+                // either A (m x k, lda, checked) or `packed`, exactly m x k.
+                unsafe { avx512::sgemm_bt(&geom, a, b, c) }
+            }
             #[cfg(target_arch = "x86_64")]
             (Isa::Avx2 | Isa::Avx512, Transpose::No) if g.k <= avx2::RANK_K_MAX => {
                 // SAFETY: isa Avx2 or Avx512 proves AVX2+FMA; `g.check`

@@ -245,6 +245,41 @@ fn large_shapes_split_or_not() {
     }
 }
 
+/// Every column count 1..=40 (partial vectors of 8 and of 16 lanes, one
+/// to five vectors) for the row counts of each tile shape, and a few
+/// column counts for the banded row counts of the wide tiles; inner
+/// dimensions through the rank-k path, the masked k tail of the
+/// B-transposed tiles and more than one step. All transposes, both betas.
+#[test]
+fn tile_edges() {
+    let mut cases = Vec::new();
+    for m in (1..=9).chain([12, 16]) {
+        cases.extend((1..=40).map(|n| (m, n)));
+    }
+    for m in [17, 23, 33, 47, 64, 65, 97] {
+        cases.extend([1, 7, 15, 16, 17, 31, 33, 40, 49].map(|n| (m, n)));
+    }
+    for (s, &(m, n)) in cases.iter().enumerate() {
+        for (t, (ta, tb)) in T.iter().flat_map(|&a| T.map(|b| (a, b))).enumerate() {
+            for (u, k) in [2, 5, 19, 37].into_iter().enumerate() {
+                Case {
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    alpha: [1.0, -0.5][(s + u) % 2],
+                    beta: [0.0, 1.0, -1.5][(s + t + u) % 3],
+                    pad: [t % 3, (s + 1) % 3, u % 2],
+                    off: [s % 5, (t + 1) % 4, u % 3],
+                    seed: (s * 16 + t * 4 + u) as u64,
+                }
+                .check_all_isas();
+            }
+        }
+    }
+}
+
 /// NaN in A poisons its row of C, infinity in B its column; NaN in C
 /// propagates unless beta is 0. Small and large paths.
 #[test]

@@ -1,15 +1,19 @@
 //! Where the hand-written register tiles stop beating matrixmultiply,
 //! measured once per process on the machine it runs on.
 //!
-//! The crossovers depend on the CPU (on an AVX-512 Xeon matrixmultiply's
-//! wider kernel wins from 16 rows on; on the Zen 3 the AVX2 tiles win up to
-//! 64), so they are not constants: the first product that could take
-//! either path times both, for each transpose case, at `m x 300 x 450`
+//! The crossovers depend on the CPU and on the tiles (on an AVX-512 Xeon
+//! matrixmultiply wins over the AVX2 tiles from 16-24 rows on, over the
+//! AVX-512 tiles from 128-192 with B as stored; on the Zen 3 the AVX2 tiles
+//! win up to 64), so they are not constants: the first product of a handle
+//! of each ISA that could take either path times the tiles that handle
+//! runs against matrixmultiply, for each transpose case, at `m x 300 x 450`
 //! (the size class of the tree models' weights) for `m` in 16, 24, 32, 48,
-//! 64, 96, 128, 192, 256, and keeps the largest `m` up to which the tiles are at
-//! least 5% faster. About 40 ms, once. `SHEAF_GEMM_CROSSOVER=fixed` skips
-//! it and uses the limits measured on the Zen 3 (results then do not vary
-//! in their last bits from process to process with the timing).
+//! 64, 96, 128, 192, 256, and keeps the largest `m` up to which the tiles
+//! are at least 5% faster. About 40 ms, once per ISA (on the Xeon: AVX2
+//! nn 24, tn 16, bt 16; AVX-512 nn 128-192, tn 64-128, bt 16-24).
+//! `SHEAF_GEMM_CROSSOVER=fixed` skips it and uses the limits measured on
+//! the Zen 3 for both (results then do not vary in their last bits from
+//! process to process with the timing).
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -19,7 +23,7 @@ use super::{
 };
 use crate::{CpuKernels, Isa};
 
-/// Row limits of the AVX2 tiles per transpose case (B as stored, A
+/// Row limits of the register tiles per transpose case (B as stored, A
 /// transposed, B transposed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Crossovers {
@@ -41,18 +45,27 @@ const CANDIDATES: [usize; 9] = [16, 24, 32, 48, 64, 96, 128, 192, 256];
 const K: usize = 300;
 const N: usize = 450;
 
-/// This process's crossovers, measured on first use.
-pub(crate) fn get() -> Crossovers {
-    static CAL: OnceLock<Crossovers> = OnceLock::new();
-    *CAL.get_or_init(|| match std::env::var("SHEAF_GEMM_CROSSOVER").as_deref() {
+/// This process's crossovers for the tiles a handle of ISA `isa` runs,
+/// measured on first use (once per ISA: the AVX2 and the AVX-512 tiles
+/// cross over at different rows).
+pub(crate) fn get(isa: Isa) -> Crossovers {
+    static AVX2: OnceLock<Crossovers> = OnceLock::new();
+    static AVX512: OnceLock<Crossovers> = OnceLock::new();
+    let cal = match isa {
+        Isa::Avx2 => &AVX2,
+        Isa::Avx512 => &AVX512,
+        // The scalar path has no wide tiles; the limits are unused.
+        _ => return Crossovers::FIXED,
+    };
+    *cal.get_or_init(|| match std::env::var("SHEAF_GEMM_CROSSOVER").as_deref() {
         Ok("fixed") => Crossovers::FIXED,
-        _ => measure(),
+        _ => measure(isa),
     })
 }
 
-fn measure() -> Crossovers {
-    let Some(k) = CpuKernels::with_isa(Isa::Avx2) else {
-        return Crossovers::FIXED; // the tiles need AVX2; the limits are unused
+fn measure(isa: Isa) -> Crossovers {
+    let Some(k) = CpuKernels::with_isa(isa) else {
+        return Crossovers::FIXED; // unsupported here; the limits are unused
     };
     let a = vec![0.5f32; CANDIDATES[CANDIDATES.len() - 1] * K];
     let b = vec![0.25f32; K * N];

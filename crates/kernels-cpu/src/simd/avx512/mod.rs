@@ -3,4 +3,5 @@
 
 pub(crate) mod cells;
 pub(crate) mod elementwise;
+pub(crate) mod gemm;
 pub(crate) mod math;
