@@ -13,3 +13,5 @@ pub(crate) mod avx512;
 pub(crate) mod math_consts;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod mxcsr;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod tiles;

@@ -46,6 +46,7 @@
 use std::arch::x86_64::*;
 
 use crate::gemm::SmallGeom;
+use crate::simd::tiles::{self, tile_table, Tile, TileFn, TileSet};
 
 /// Lanes per vector.
 const W: usize = 16;
@@ -64,32 +65,6 @@ const BT_RMAX: usize = 4;
 /// R A vectors and C B vectors).
 const BT_CMAX: [usize; BT_RMAX + 1] = [0, 8, 6, 5, 4];
 
-/// Where one tile reads and writes; pointers are at the tile's first element.
-struct Tile {
-    k: usize,
-    a: *const f32,
-    rsa: usize,
-    csa: usize,
-    b: *const f32,
-    ldb: usize,
-    c: *mut f32,
-    ldc: usize,
-    alpha: f32,
-    beta: f32,
-    /// Lanes of the last vector (B-not-transposed tiles whose last vector is
-    /// partial) or of the last k step (B-transposed tiles) that exist.
-    mask: __mmask16,
-}
-
-type TileFn = unsafe fn(&Tile);
-
-/// Splits `len` items into `parts` runs whose lengths differ by at most one;
-/// returns (start, length) of run `t`.
-fn balanced(len: usize, parts: usize, t: usize) -> (usize, usize) {
-    let (base, extra) = (len / parts, len % parts);
-    (t * base + t.min(extra), base + usize::from(t < extra))
-}
-
 /// Lanes `0..lanes` set (lanes in 1..=16).
 fn lane_mask(lanes: usize) -> __mmask16 {
     if lanes >= W {
@@ -100,7 +75,7 @@ fn lane_mask(lanes: usize) -> __mmask16 {
 }
 
 /// R x V tile, B not transposed. With `MASK`, the last vector holds only the
-/// lanes of `t.mask`; the others are neither read nor written.
+/// lanes of `mask`; the others are neither read nor written.
 ///
 /// # Safety
 /// AVX-512F, AVX2 and FMA are available; `t.a` is readable at
@@ -109,6 +84,7 @@ fn lane_mask(lanes: usize) -> __mmask16 {
 /// (`16 * V`, or fewer for the masked lanes of the last vector).
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
+    let mask = lane_mask(t.lanes);
     let mut acc = [[_mm512_setzero_ps(); V]; R];
     for p in 0..t.k {
         let brow = t.b.wrapping_add(p * t.ldb);
@@ -121,13 +97,13 @@ unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
         }
         let arow = t.a.wrapping_add(p * t.csa);
         // SAFETY: columns 16v..16v+16 of B row p (only the lanes of
-        // `t.mask` in the last vector when MASK) and A[r, p] are in the
+        // `mask` in the last vector when MASK) and A[r, p] are in the
         // tile (the caller's contract); masked-off lanes are not accessed.
         unsafe {
             let mut y = [_mm512_setzero_ps(); V];
             for (v, y) in y.iter_mut().enumerate() {
                 *y = if MASK && v == V - 1 {
-                    _mm512_maskz_loadu_ps(t.mask, brow.add(W * v))
+                    _mm512_maskz_loadu_ps(mask, brow.add(W * v))
                 } else {
                     _mm512_loadu_ps(brow.add(W * v))
                 };
@@ -150,14 +126,14 @@ unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
             unsafe {
                 if t.beta != 0.0 {
                     let old = if last {
-                        _mm512_maskz_loadu_ps(t.mask, cp)
+                        _mm512_maskz_loadu_ps(mask, cp)
                     } else {
                         _mm512_loadu_ps(cp)
                     };
                     out = _mm512_fmadd_ps(beta, old, out);
                 }
                 if last {
-                    _mm512_mask_storeu_ps(cp, t.mask, out);
+                    _mm512_mask_storeu_ps(cp, mask, out);
                 } else {
                     _mm512_storeu_ps(cp, out);
                 }
@@ -168,7 +144,7 @@ unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
 
 /// R rows of A x C rows of B (B transposed): C[r, j] = dot(A row r, B row j).
 /// A rows are contiguous along k (`csa` is 1); the last, partial step of k
-/// loads only the lanes of `t.mask` (the others read as 0).
+/// loads only the lanes of `mask` (the others read as 0).
 ///
 /// # Safety
 /// AVX-512F, AVX2 and FMA are available; `t.a` is readable at `r * rsa + p`,
@@ -176,6 +152,7 @@ unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
 /// for r < R, j < C, p < k.
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile_bt<const R: usize, const C: usize>(t: &Tile) {
+    let mask = lane_mask(t.lanes);
     let mut acc = [[_mm512_setzero_ps(); C]; R];
     macro_rules! step {
         ($p:expr, $load:expr) => {{
@@ -201,13 +178,13 @@ unsafe fn tile_bt<const R: usize, const C: usize>(t: &Tile) {
     let full = t.k / W * W;
     // SAFETY: lanes p..p+16 of A rows r < R and B rows j < C are in the
     // tile for p + 16 <= k; the last, partial step loads only the lanes of
-    // `t.mask`, those below k (the caller's contract).
+    // `mask`, those below k (the caller's contract).
     unsafe {
         for p in (0..full).step_by(W) {
             step!(p, |x: *const f32| _mm512_loadu_ps(x));
         }
         if full < t.k {
-            step!(full, |x: *const f32| _mm512_maskz_loadu_ps(t.mask, x));
+            step!(full, |x: *const f32| _mm512_maskz_loadu_ps(mask, x));
         }
     }
     for (r, accr) in acc.iter().enumerate() {
@@ -226,34 +203,56 @@ unsafe fn tile_bt<const R: usize, const C: usize>(t: &Tile) {
     }
 }
 
-/// One table entry per tile shape the drivers can ask for.
-macro_rules! tile_table {
-    (masked $name:ident, $tile:ident, $($r:literal: [$($v:literal)*]),*) => {
-        fn $name(r: usize, v: usize, masked: bool) -> Option<TileFn> {
-            match (r, v, masked) {
-                $($(
-                    ($r, $v, false) => Some($tile::<$r, $v, false>),
-                    ($r, $v, true) => Some($tile::<$r, $v, true>),
-                )*)*
-                _ => None,
-            }
-        }
-    };
-    (plain $name:ident, $tile:ident, $($r:literal: [$($v:literal)*]),*) => {
-        fn $name(r: usize, c: usize) -> Option<TileFn> {
-            match (r, c) {
-                $($( ($r, $v) => Some($tile::<$r, $v>), )*)*
-                _ => None,
-            }
-        }
-    };
-}
-
 tile_table!(masked bn_tile, tile_bn,
     1: [1 2 3 4 5 6 7 8], 2: [1 2 3 4 5 6 7 8], 3: [1 2 3 4 5 6], 4: [1 2 3 4 5],
     5: [1 2 3 4], 6: [1 2 3 4], 7: [1 2 3], 8: [1 2 3]);
 tile_table!(plain bt_tile, tile_bt,
     1: [1 2 3 4 5 6 7 8], 2: [1 2 3 4 5 6], 3: [1 2 3 4 5], 4: [1 2 3 4]);
+
+/// These tiles for the shared drivers (`simd/tiles.rs`).
+pub(crate) struct Avx512Tiles;
+
+impl TileSet for Avx512Tiles {
+    const W: usize = W;
+    const BN_RMAX: usize = BN_RMAX;
+    const BN_VMAX: &'static [usize] = &BN_VMAX;
+    const BN_KC: usize = BN_KC;
+    const BT_RMAX: usize = BT_RMAX;
+    const BT_CMAX: &'static [usize] = &BT_CMAX;
+    const BN_ONE: TileFn = tile_bn::<1, 1, true>;
+    const BT_ONE: TileFn = tile_bt::<1, 1>;
+    fn bn_tile(r: usize, v: usize, masked: bool) -> Option<TileFn> {
+        bn_tile(r, v, masked)
+    }
+    fn bt_tile(r: usize, c: usize) -> Option<TileFn> {
+        bt_tile(r, c)
+    }
+}
+
+/// C = alpha op(A) B + beta C with B not transposed, on these tiles (see
+/// [`tiles::sgemm_bn`]).
+///
+/// # Safety
+/// As [`tiles::sgemm_bn`], with the CPU supporting AVX512F, AVX2, FMA.
+pub(crate) unsafe fn sgemm_bn(
+    g: &SmallGeom,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    rows_outer: bool,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { tiles::sgemm_bn::<Avx512Tiles>(g, a, b, c, rows_outer) }
+}
+
+/// C = alpha A B^T + beta C, on these tiles (see [`tiles::sgemm_bt`]).
+///
+/// # Safety
+/// As [`tiles::sgemm_bt`], with the CPU supporting AVX512F, AVX2, FMA.
+pub(crate) unsafe fn sgemm_bt(g: &SmallGeom, a: &[f32], b: &[f32], c: &mut [f32]) {
+    // SAFETY: the caller's contract.
+    unsafe { tiles::sgemm_bt::<Avx512Tiles>(g, a, b, c) }
+}
 
 /// Most inner dimension for [`rank_k`].
 pub(crate) const RANK_K_MAX: usize = 8;
@@ -329,155 +328,6 @@ unsafe fn rank_k_fixed<const K: usize>(g: &SmallGeom, a: *const f32, b: *const f
                     |x: *const f32| _mm512_maskz_loadu_ps(mask, x),
                     |x: *mut f32, v| _mm512_mask_storeu_ps(x, mask, v)
                 );
-            }
-        }
-    }
-}
-
-/// C = alpha op(A) B + beta C with B not transposed (`B[p, j]` at
-/// `b[p * ldb + j]`), `op(A)[i, p]` at `a[i * rsa + p * csa]`. With
-/// `rows_outer`, each band of rows sweeps all columns (large m, small k: C
-/// streams once); otherwise each column block meets every row band while its
-/// slice of B is in L1 (few rows).
-///
-/// # Safety
-/// AVX-512F, AVX2 and FMA are available; `a` holds
-/// `(m-1) * rsa + (k-1) * csa + 1` elements, `b` holds `(k-1) * ldb + n`,
-/// `c` holds `(m-1) * ldc + n` (each when its dimensions are non-zero).
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn sgemm_bn(
-    g: &SmallGeom,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    rows_outer: bool,
-) {
-    let (m, n) = (g.m, g.n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    let nbands = m.div_ceil(BN_RMAX);
-    let vmax = BN_VMAX[m.div_ceil(nbands)];
-    let nvec = n.div_ceil(W);
-    let nblocks = nvec.div_ceil(vmax);
-    let tail = n % W;
-    let mask = lane_mask(tail);
-    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
-    let (outer, inner) = if rows_outer {
-        (nbands, nblocks)
-    } else {
-        (nblocks, nbands)
-    };
-
-    // Blocks of BN_KC rows of B; k == 0 still makes one pass, which scales
-    // C by beta.
-    for k0 in (0..g.k.max(1)).step_by(BN_KC) {
-        let kb = BN_KC.min(g.k - k0);
-        for o in 0..outer {
-            for i in 0..inner {
-                let (band, block) = if rows_outer { (o, i) } else { (i, o) };
-                let (i0, rows) = balanced(m, nbands, band);
-                let (v0, nv) = balanced(nvec, nblocks, block);
-                let masked = tail != 0 && v0 + nv == nvec;
-                let j0 = W * v0;
-                let tile = Tile {
-                    k: kb,
-                    a: ap.wrapping_add(i0 * g.rsa + k0 * g.csa),
-                    rsa: g.rsa,
-                    csa: g.csa,
-                    b: bp.wrapping_add(k0 * g.ldb + j0),
-                    ldb: g.ldb,
-                    c: cp.wrapping_add(i0 * g.ldc + j0),
-                    ldc: g.ldc,
-                    alpha: g.alpha,
-                    // Later blocks add to what the first wrote.
-                    beta: if k0 == 0 { g.beta } else { 1.0 },
-                    mask,
-                };
-                if let Some(f) = bn_tile(rows, nv, masked) {
-                    // SAFETY: the tile covers rows i0..i0+rows < m of A and C,
-                    // rows k0..k0+kb <= k of A and B, and columns j0..j0+16nv,
-                    // cut to n by the mask when `masked` (the last block);
-                    // the caller's lengths cover all of them.
-                    unsafe { f(&tile) };
-                } else {
-                    // Unreachable (rows <= 8, nv <= BN_VMAX[rows]); stay
-                    // correct anyway, one row and one vector at a time.
-                    for r in 0..rows {
-                        for v in 0..nv {
-                            let one = Tile {
-                                a: tile.a.wrapping_add(r * g.rsa),
-                                b: tile.b.wrapping_add(W * v),
-                                c: tile.c.wrapping_add(r * g.ldc + W * v),
-                                mask: lane_mask(n - j0 - W * v),
-                                ..tile
-                            };
-                            // SAFETY: row i0+r < m, lanes j0+16v.. below n.
-                            unsafe { tile_bn::<1, 1, true>(&one) };
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// C = alpha A B^T + beta C with A rows contiguous along k (`A[i, p]` at
-/// `a[i * rsa + p]`, `g.csa` ignored) and B transposed (`B[p, j]` at
-/// `b[j * ldb + p]`).
-///
-/// # Safety
-/// AVX-512F, AVX2 and FMA are available; `a` holds `(m-1) * rsa + k`
-/// elements, `b` holds `(n-1) * ldb + k`, `c` holds `(m-1) * ldc + n` (each
-/// when its dimensions are non-zero).
-#[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn sgemm_bt(g: &SmallGeom, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let (m, n) = (g.m, g.n);
-    if m == 0 || n == 0 {
-        return;
-    }
-    let nbands = m.div_ceil(BT_RMAX);
-    let cmax = BT_CMAX[m.div_ceil(nbands)];
-    let nblocks = n.div_ceil(cmax);
-    let mask = lane_mask(g.k % W);
-    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
-    // Column blocks outside: the block's B rows stay in L1 for every band.
-    for block in 0..nblocks {
-        let (j0, cols) = balanced(n, nblocks, block);
-        for band in 0..nbands {
-            let (i0, rows) = balanced(m, nbands, band);
-            let tile = Tile {
-                k: g.k,
-                a: ap.wrapping_add(i0 * g.rsa),
-                rsa: g.rsa,
-                csa: 1,
-                b: bp.wrapping_add(j0 * g.ldb),
-                ldb: g.ldb,
-                c: cp.wrapping_add(i0 * g.ldc + j0),
-                ldc: g.ldc,
-                alpha: g.alpha,
-                beta: g.beta,
-                mask,
-            };
-            if let Some(f) = bt_tile(rows, cols) {
-                // SAFETY: the tile covers rows i0..i0+rows < m of A and C,
-                // rows j0..j0+cols <= n of B and columns j0..j0+cols of C,
-                // all within the lengths the caller guarantees.
-                unsafe { f(&tile) };
-            } else {
-                // Unreachable (rows <= 4, cols <= BT_CMAX[rows]); stay correct.
-                for r in 0..rows {
-                    for j in 0..cols {
-                        let one = Tile {
-                            a: tile.a.wrapping_add(r * g.rsa),
-                            b: tile.b.wrapping_add(j * g.ldb),
-                            c: tile.c.wrapping_add(r * g.ldc + j),
-                            ..tile
-                        };
-                        // SAFETY: row i0+r < m of A and C, row j0+j < n of B.
-                        unsafe { tile_bt::<1, 1>(&one) };
-                    }
-                }
             }
         }
     }
