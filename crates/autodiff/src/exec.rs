@@ -345,6 +345,7 @@ impl Sequential {
                 dout: &dout,
                 dargs,
                 sparse: Vec::new(),
+                write: 0,
             };
             op.backward(&mut cx).map_err(exec)?;
             std::mem::take(&mut cx.sparse)

@@ -80,7 +80,8 @@ impl Forward<'_> {
     }
 }
 
-/// What a batched backward sees. Gradients ACCUMULATE into `dargs`.
+/// What a batched backward sees. Gradients ACCUMULATE into `dargs`, except
+/// where [`Backward::writes`] says an argument's gradient is to be written.
 pub struct Backward<'a> {
     /// The kernels to use.
     pub backend: &'a dyn Backend,
@@ -106,6 +107,9 @@ pub struct Backward<'a> {
     /// shared gradient without calling [`Backward::touch_rows`] is taken to
     /// have written it densely.
     pub(crate) sparse: Vec<(usize, Vec<u32>)>,
+    /// Bit `i` set: `dargs[i]` holds unspecified values and must be
+    /// written, every element (see [`Op::backward_writes`]).
+    pub(crate) write: u64,
 }
 
 impl<'a> Backward<'a> {
@@ -134,7 +138,24 @@ impl<'a> Backward<'a> {
             dout,
             dargs,
             sparse: Vec::new(),
+            write: 0,
         }
+    }
+
+    /// Marks the arguments whose gradients the op must WRITE instead of
+    /// adding to (bit `i` for `dargs[i]`), for executors that hand out
+    /// fresh, unzeroed buffers. Set a bit only where
+    /// [`Op::backward_writes`] says the op can.
+    pub fn writing(mut self, args: u64) -> Self {
+        self.write = args;
+        self
+    }
+
+    /// Whether argument `i`'s gradient holds unspecified values that the
+    /// op must overwrite, every element, instead of adding to them. Only
+    /// ever true for arguments for which [`Op::backward_writes`] is.
+    pub fn writes(&self, i: usize) -> bool {
+        i < 64 && self.write >> i & 1 == 1
     }
 
     /// The rows declared with [`Backward::touch_rows`], per shared argument.
@@ -164,7 +185,9 @@ impl<'a> Backward<'a> {
 /// - `infer_shape` is pure and cheap; it runs when a node is added.
 /// - `forward` overwrites `out` (and `aux`) for all `b` instances; it must
 ///   give each instance the result it would get alone (`b = 1`).
-/// - `backward` ADDS into each `dargs[i]` that is `Some`.
+/// - `backward` ADDS into each `dargs[i]` that is `Some`, or WRITES every
+///   element of it when [`Backward::writes`] says so (only for arguments
+///   it declares with [`Op::backward_writes`]).
 pub trait Op: Send + Sync + 'static {
     /// One word, used in errors, plans and benches: `"tanh"`, `"affine"`.
     fn name(&self) -> &'static str;
@@ -210,6 +233,15 @@ pub trait Op: Send + Sync + 'static {
     /// Batched forward.
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()>;
 
-    /// Batched backward: accumulate into `cx.dargs`.
+    /// Batched backward: accumulate into `cx.dargs` (or write, see
+    /// [`Backward::writes`]).
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()>;
+
+    /// Whether `backward` can WRITE argument `i`'s (of `n`) gradient, every
+    /// element, when [`Backward::writes`] asks it to. An executor then
+    /// hands the first gradient to reach a buffer over unzeroed, saving a
+    /// pass over memory per buffer. Default: no, the executor zeros.
+    fn backward_writes(&self, _i: usize, _n: usize, _attr: Attr) -> bool {
+        false
+    }
 }

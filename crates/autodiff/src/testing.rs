@@ -99,6 +99,7 @@ fn backward(
     data: &[u32],
     seeds: &[u64],
     attr: Attr,
+    write: u64,
 ) -> Result<(), String> {
     let dargs: Vec<Option<TensorMut<'_>>> = grads
         .iter_mut()
@@ -115,6 +116,7 @@ fn backward(
         dout,
         dargs,
         sparse: Vec::new(),
+        write,
     };
     op.backward(&mut cx)
         .map_err(|e| format!("{} backward: {e}", op.name()))
@@ -125,10 +127,63 @@ fn close(what: &str, a: &[f32], b: &[f32], tol: f32) -> Result<(), String> {
         return Err(format!("{what}: lengths {} and {}", a.len(), b.len()));
     }
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        let same_nan = x.is_nan() && y.is_nan();
-        if !same_nan && (x - y).abs() > tol * (1.0 + x.abs().max(y.abs())) {
+        // A NaN on one side only is a mismatch (the comparison alone would
+        // let it through).
+        let nan_differs = x.is_nan() != y.is_nan();
+        if nan_differs || (x - y).abs() > tol * (1.0 + x.abs().max(y.abs())) {
             return Err(format!("{what}: element {i}: batched {x}, alone {y}"));
         }
+    }
+    Ok(())
+}
+
+/// The batched backward twice more: every argument that `op` declares
+/// with [`Op::backward_writes`] handed over NaN-filled and marked to be
+/// written must come out as when its gradient is added into zeros; the
+/// other arguments (pre-filled, added to) must match too.
+#[allow(clippy::too_many_arguments)]
+fn check_writes(
+    be: &dyn Backend,
+    op: &dyn Op,
+    args: &[Tensor],
+    call: &Call,
+    dout: &Tensor,
+    shapes: &[Shape],
+    data: &[u32],
+    seeds: &[u64],
+    attr: Attr,
+    tol: f32,
+) -> Result<(), String> {
+    let n = args.len();
+    let mask = (0..n.min(64))
+        .filter(|&j| op.backward_writes(j, n, attr))
+        .fold(0u64, |m, j| m | 1 << j);
+    if mask == 0 {
+        return Ok(());
+    }
+    let run = |start: f32, write: u64| -> Result<Vec<Tensor>, String> {
+        let mut grads: Vec<Tensor> = shapes
+            .iter()
+            .enumerate()
+            .map(|(j, &s)| match mask >> j & 1 {
+                1 => Tensor::full_f32(start, s, Device::Cpu).map_err(err),
+                _ => filled(s, 100 + j as u64),
+            })
+            .collect::<Result<_, _>>()?;
+        backward(
+            be, op, args, call, dout, &mut grads, data, seeds, attr, write,
+        )?;
+        Ok(grads)
+    };
+    let added = run(0.0, 0)?;
+    let written = run(f32::NAN, mask)?;
+    for (j, (w, a)) in written.iter().zip(&added).enumerate() {
+        close(
+            &format!("{} gradient of argument {j}, written", op.name()),
+            &w.to_vec::<f32>().map_err(err)?,
+            &a.to_vec::<f32>().map_err(err)?,
+            tol,
+        )?;
     }
     Ok(())
 }
@@ -137,7 +192,9 @@ fn close(what: &str, a: &[f32], b: &[f32], tol: f32) -> Result<(), String> {
 /// per instance (b = 1), forward and backward (with pre-filled gradient
 /// buffers, so accumulation is checked too), and compares: outputs and
 /// stacked-argument gradients row by row, shared-argument gradients as the
-/// sum over instances. `tol` is relative (1e-5 suits ops whose batched
+/// sum over instances; arguments the op can write (see
+/// [`Op::backward_writes`]) are also checked written into NaN-filled
+/// buffers. `tol` is relative (1e-5 suits ops whose batched
 /// kernel sums in a different order, e.g. matrix products).
 pub fn check_batching(
     op: &dyn Op,
@@ -203,6 +260,20 @@ pub fn check_batching(
         &data,
         &seeds,
         attr,
+        0,
+    )?;
+    let grad_shapes: Vec<Shape> = batched_grads.iter().map(|t| t.shape()).collect();
+    check_writes(
+        be,
+        op,
+        &batched_args,
+        &batched,
+        &dout,
+        &grad_shapes,
+        &data,
+        &seeds,
+        attr,
+        tol,
     )?;
 
     let out_len = out_shape.numel().map_err(err)?;
@@ -257,6 +328,7 @@ pub fn check_batching(
             &data[r..r + 1],
             &seeds[r..r + 1],
             attr,
+            0,
         )?;
         for (j, g) in grads.into_iter().enumerate() {
             match roles[j] {

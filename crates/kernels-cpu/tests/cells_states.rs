@@ -147,3 +147,46 @@ fn backward_reads_the_right_halves() {
         }
     }
 }
+
+/// With `write`, backward WRITES its outputs: handed over NaN-filled, they
+/// come out bit for bit as when added into zeros, the children's `h`
+/// halves zero, nothing before the slices touched. Every ISA, every size
+/// (parallel row blocks included), aligned and unaligned slices.
+#[test]
+fn backward_writes_outputs_handed_over_unzeroed() {
+    let pools: Vec<_> = [1, 2]
+        .into_iter()
+        .map(|n| ThreadPoolBuilder::new().num_threads(n).build().unwrap())
+        .collect();
+    for k in kernels() {
+        for kind in Kind::ALL {
+            for (t, &(b, hd)) in SIZES.iter().enumerate() {
+                let case = Case::new(kind, b, hd, t as u64 + 1);
+                let (act, states) = case.fwd_states(&k, 0);
+                let n2 = 2 * b * hd;
+                let nc = kind.n_children();
+                let zeros = (vec![0.0; case.dgates0.len()], vec![vec![0.0; n2]; nc]);
+                let nans = (
+                    vec![f32::NAN; case.dgates0.len()],
+                    vec![vec![f32::NAN; n2]; nc],
+                );
+                for pool in &pools {
+                    for off in [0, 3] {
+                        let what = format!("{} off={off}", case.what(&k));
+                        let (want, got) = pool.install(|| {
+                            let (z, n) = (zeros.clone(), nans.clone());
+                            let want =
+                                case.bwd_states_onto(&k, &act, &states, off, z.0, &z.1, false);
+                            let got = case.bwd_states_onto(&k, &act, &states, off, n.0, &n.1, true);
+                            (want, got)
+                        });
+                        assert_eq!(bits(&got.0), bits(&want.0), "{what}: dgates");
+                        for (g, w) in got.1.iter().zip(&want.1) {
+                            assert_eq!(bits(g), bits(w), "{what}: child state gradient");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -124,6 +124,7 @@ impl BwdArgs {
             hd,
             &mut self.dgates,
             &mut dch,
+            false,
         )
     }
 
@@ -293,15 +294,15 @@ fn huge_hidden_with_no_rows_does_not_panic() {
             let mut e: [Vec<f32>; 3] = Default::default();
             let [a, s, d] = &mut e;
             let _ = k.lstm_fwd_states(&[], &[], hd, a, s);
-            let _ = k.lstm_bwd_states(&[], &[], &[], &[], hd, a, d);
+            let _ = k.lstm_bwd_states(&[], &[], &[], &[], hd, a, d, false);
             let _ = k.tree_lstm_leaf_fwd_states(&[], hd, a, s);
-            let _ = k.tree_lstm_leaf_bwd_states(&[], &[], &[], hd, a);
+            let _ = k.tree_lstm_leaf_bwd_states(&[], &[], &[], hd, a, false);
             let _ = k.tree_lstm_node_fwd_states(&[], &[], &[], hd, a, s);
-            let _ = k.tree_lstm_node_bwd_states(&[], &[], &[], &[], &[], hd, a, s, d);
+            let _ = k.tree_lstm_node_bwd_states(&[], &[], &[], &[], &[], hd, a, s, d, false);
             let _ = k.tree_lstm_leaf_rd_fwd_states(&[], &[], hd, a, s);
-            let _ = k.tree_lstm_leaf_rd_bwd_states(&[], &[], &[], hd, a);
+            let _ = k.tree_lstm_leaf_rd_bwd_states(&[], &[], &[], hd, a, false);
             let _ = k.tree_lstm_node_rd_fwd_states(&[], &[], &[], &[], hd, a, s);
-            let _ = k.tree_lstm_node_rd_bwd_states(&[], &[], &[], &[], &[], hd, a, s, d);
+            let _ = k.tree_lstm_node_rd_bwd_states(&[], &[], &[], &[], &[], hd, a, s, d, false);
         }
     }
 }

@@ -31,6 +31,8 @@ pub(crate) struct Arena {
     peak: usize,
     /// Bytes allocated fresh since the step began (0 once warm).
     fresh: usize,
+    /// Bytes handed out zero-filled since the step began.
+    zeroed: usize,
 }
 
 impl Arena {
@@ -49,6 +51,9 @@ impl Arena {
 
     fn take(&mut self, shape: Shape, zero: bool) -> sheaf_tensor::Result<Tensor> {
         let mut t = self.take_unpoisoned(shape, zero)?;
+        if zero {
+            self.zeroed += t.numel() * 4;
+        }
         // Debug builds (the tests) poison buffers handed out unzeroed, so an
         // op that reads its output before writing it fails the equality
         // tests instead of passing on lucky zeros.
@@ -105,6 +110,7 @@ impl Arena {
         self.peak = self.peak.max(self.in_use);
         self.in_use = 0;
         self.fresh = 0;
+        self.zeroed = 0;
         step
     }
 
@@ -116,6 +122,11 @@ impl Arena {
     /// Bytes allocated fresh by the current step so far.
     pub(crate) fn fresh(&self) -> usize {
         self.fresh
+    }
+
+    /// Bytes handed out zero-filled by the current step so far.
+    pub(crate) fn zeroed(&self) -> usize {
+        self.zeroed
     }
 
     /// The most bytes one step has held.

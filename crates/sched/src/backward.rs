@@ -314,12 +314,24 @@ impl Executor {
                 })?,
             });
         }
-        // Where each argument's gradient goes.
+        // Where each argument's gradient goes; bit j of `write`: handed
+        // over unzeroed for the op to write (see `Op::backward_writes`).
         let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(n);
+        let mut write = 0u64;
         let mut build = |this: &mut Self| -> Result<()> {
             let mut taken: Vec<u32> = Vec::new();
             for j in 0..n {
                 let role = op.arg_role(j, n);
+                let writes = j < 64 && op.backward_writes(j, n, node.attr());
+                // A buffer for argument j's gradient alone: unzeroed if the
+                // op writes it.
+                let mut temp = |this: &mut Self, shape: Shape| match writes {
+                    true => {
+                        write |= 1 << j;
+                        this.arena.overwritten(shape)
+                    }
+                    false => this.arena.zeros(shape),
+                };
                 let dst = match role {
                     ArgRole::Stack => {
                         let needed = nodes
@@ -331,13 +343,22 @@ impl Executor {
                                 if *buffer as usize != index && !taken.contains(buffer) =>
                             {
                                 taken.push(*buffer);
+                                let at = *buffer as usize;
+                                // The first gradient to reach a buffer, over
+                                // all of its rows, may be written unzeroed.
+                                let whole = *row0 == 0 && this.buffers[at].num_rows() == b;
+                                let t = match this.grads[at].take() {
+                                    Some(t) => Ok(t),
+                                    None if whole => temp(this, this.buffers[at].shape()),
+                                    None => this.arena.zeros(this.buffers[at].shape()),
+                                };
                                 Dst::Direct {
                                     buffer: *buffer,
                                     row0: *row0,
-                                    t: this.grad_buffer(*buffer).map_err(&err)?,
+                                    t: t.map_err(&err)?,
                                 }
                             }
-                            _ => Dst::Temp(this.arena.zeros(args[j].shape()).map_err(&err)?),
+                            _ => Dst::Temp(temp(this, args[j].shape()).map_err(&err)?),
                         }
                     }
                     ArgRole::Share => {
@@ -375,7 +396,7 @@ impl Executor {
                                     },
                                 }
                             }
-                            _ => Dst::Temp(this.arena.zeros(g.node(a).shape()).map_err(&err)?),
+                            _ => Dst::Temp(temp(this, g.node(a).shape()).map_err(&err)?),
                         }
                     }
                 };
@@ -419,7 +440,8 @@ impl Executor {
                 aux.as_ref(),
                 &dout,
                 dargs,
-            );
+            )
+            .writing(write);
             op.backward(&mut cx).map_err(&err)?;
             Ok(cx.touched_rows().to_vec())
         })();

@@ -258,6 +258,7 @@ impl Executor {
         self.stats.arena_bytes = self.arena.in_use();
         self.stats.arena_fresh_bytes = self.arena.fresh();
         self.stats.arena_peak_bytes = self.arena.peak();
+        self.stats.arena_zeroed_bytes = self.arena.zeroed();
     }
 
     fn note_gather(&mut self, op: &'static str, bytes: usize) {

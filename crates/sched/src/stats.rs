@@ -33,6 +33,9 @@ pub struct PlanStats {
     pub arena_fresh_bytes: usize,
     /// The most bytes any step of this executor has held.
     pub arena_peak_bytes: usize,
+    /// Of `arena_bytes`, bytes handed out zero-filled (gradients that are
+    /// added to; those an op writes whole are handed out unzeroed).
+    pub arena_zeroed_bytes: usize,
     /// Time spent planning.
     pub planning: Duration,
     /// Time spent running batches (gathers included).
@@ -83,6 +86,7 @@ impl PlanStats {
         self.arena_bytes = self.arena_bytes.max(o.arena_bytes);
         self.arena_fresh_bytes += o.arena_fresh_bytes;
         self.arena_peak_bytes = self.arena_peak_bytes.max(o.arena_peak_bytes);
+        self.arena_zeroed_bytes = self.arena_zeroed_bytes.max(o.arena_zeroed_bytes);
         self.planning += o.planning;
         self.kernels += o.kernels;
         self.launches += o.launches;
@@ -96,7 +100,7 @@ impl fmt::Display for PlanStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} nodes in {} batches (mean {:.1}, max {}), {} unbatchable; gathered {} B, avoided {} B; arena {} B ({} B fresh, peak {} B); planning {:?}, kernels {:?}",
+            "{} nodes in {} batches (mean {:.1}, max {}), {} unbatchable; gathered {} B, avoided {} B; arena {} B ({} B fresh, {} B zeroed, peak {} B); planning {:?}, kernels {:?}",
             self.nodes,
             self.batches,
             self.mean_batch(),
@@ -106,6 +110,7 @@ impl fmt::Display for PlanStats {
             self.avoided_bytes,
             self.arena_bytes,
             self.arena_fresh_bytes,
+            self.arena_zeroed_bytes,
             self.arena_peak_bytes,
             self.planning,
             self.kernels

@@ -7,8 +7,9 @@
 //! method of the same name run on halves cut out by hand, bit for bit;
 //! backward leaves the `h` halves of the earlier states' gradients alone and
 //! gives `dgates` the same bits whichever state gradients are `None`.
-//! Arguments are also passed as row ranges of larger buffers, whose other
-//! rows must not change.
+//! With `write`, outputs handed over NaN-filled come out as the dense
+//! backward added into zeros, `h` halves zero. Arguments are also passed
+//! as row ranges of larger buffers, whose other rows must not change.
 //!
 //! The checks and errors of the same methods are in
 //! `backend_state_cells_errors.rs`.
@@ -22,7 +23,7 @@ mod common;
 use common::state_cells::{bits, rnd, Defaults};
 use common::{backends, get, vals};
 use sheaf_tensor::prelude::*;
-use sheaf_tensor::{CpuBackend, Device, Result, Tensor, TensorMut};
+use sheaf_tensor::{CpuBackend, DType, Device, Result, Tensor, TensorMut};
 
 // ---------------------------------------------------------------------------
 // Data.
@@ -204,12 +205,13 @@ fn bwd_states<B: StateCellOps + ?Sized>(
     dstates: &Tensor,
     dgates: TensorMut<'_>,
     dkids: Vec<Option<TensorMut<'_>>>,
+    write: bool,
 ) -> Result<()> {
     let mut d = dkids.into_iter();
     let mut next = || d.next().expect("one gradient per earlier state");
     match kind {
-        Kind::Lstm => be.lstm_bwd_states(act, &kids[0], states, dstates, dgates, next()),
-        Kind::Leaf => be.tree_lstm_leaf_bwd_states(act, states, dstates, dgates),
+        Kind::Lstm => be.lstm_bwd_states(act, &kids[0], states, dstates, dgates, next(), write),
+        Kind::Leaf => be.tree_lstm_leaf_bwd_states(act, states, dstates, dgates, write),
         Kind::Node => be.tree_lstm_node_bwd_states(
             act,
             &kids[0],
@@ -219,8 +221,9 @@ fn bwd_states<B: StateCellOps + ?Sized>(
             dgates,
             next(),
             next(),
+            write,
         ),
-        Kind::LeafRd => be.tree_lstm_leaf_rd_bwd_states(act, states, dstates, dgates),
+        Kind::LeafRd => be.tree_lstm_leaf_rd_bwd_states(act, states, dstates, dgates, write),
         Kind::NodeRd => be.tree_lstm_node_rd_bwd_states(
             act,
             &kids[0],
@@ -230,6 +233,7 @@ fn bwd_states<B: StateCellOps + ?Sized>(
             dgates,
             next(),
             next(),
+            write,
         ),
     }
 }
@@ -382,6 +386,7 @@ fn check_cell<B: StateCellOps + ?Sized>(
             &dstates.view(),
             dg.view_mut(),
             views,
+            false,
         )
         .unwrap_or_else(|e| panic!("{ctx}: backward on states: {e}"));
         assert_eq!(bits(&dg.view()), bits(&dg_d), "{ctx}: dgates");
@@ -401,6 +406,57 @@ fn check_cell<B: StateCellOps + ?Sized>(
             );
             assert_eq!(d.padding(), before.padding(), "{ctx}: padding of {i}");
         }
+    }
+
+    // Written (`write`): outputs handed over NaN-filled come out as the
+    // dense backward added into zeros, the `h` halves zero, padding kept.
+    let mut dg_z = Tensor::zeros([b, kind.gates() * h], DType::F32, Device::Cpu).unwrap();
+    let mut dck_z = (0..n)
+        .map(|_| Tensor::zeros([b, h], DType::F32, Device::Cpu).unwrap())
+        .collect::<Vec<_>>();
+    bwd_dense(
+        dense,
+        kind,
+        &act.copy(),
+        &ckids,
+        &half_of(&st, 0),
+        &half_of(&ds, 0),
+        &half_of(&ds, 1),
+        dg_z.view_mut().unwrap(),
+        dck_z.iter_mut().map(|t| t.view_mut().unwrap()).collect(),
+    )
+    .unwrap_or_else(|e| panic!("{ctx}: dense backward onto zeros: {e}"));
+    let ctx = format!("{ctx}, written");
+    let mut dg = dgates0.deep();
+    let mut dk = dkids0.iter().map(Buf::deep).collect::<Vec<_>>();
+    for t in std::iter::once(&mut dg).chain(dk.iter_mut()) {
+        dense.fill(f32::NAN, t.view_mut()).unwrap();
+    }
+    bwd_states(
+        be,
+        kind,
+        &act.view(),
+        &kid_views,
+        &states.view(),
+        &dstates.view(),
+        dg.view_mut(),
+        dk.iter_mut().map(|d| Some(d.view_mut())).collect(),
+        true,
+    )
+    .unwrap_or_else(|e| panic!("{ctx}: backward on states: {e}"));
+    assert_eq!(bits(&dg.view()), bits(&dg_z), "{ctx}: dgates");
+    assert_eq!(dg.padding(), dgates0.padding(), "{ctx}: dgates padding");
+    for (i, d) in dk.iter().enumerate() {
+        assert_eq!(
+            bits(&half_of(&d.view(), 0)),
+            bits(&dck_z[i]),
+            "{ctx}: c half of the gradient of earlier state {i}"
+        );
+        assert!(
+            get(&half_of(&d.view(), 1)).iter().all(|x| x.to_bits() == 0),
+            "{ctx}: h half of the gradient of earlier state {i} is not zero"
+        );
+        assert_eq!(d.padding(), dkids0[i].padding(), "{ctx}: padding of {i}");
     }
 }
 

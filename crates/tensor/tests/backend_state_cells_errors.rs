@@ -156,14 +156,20 @@ fn call<B: StateCellOps + ?Sized>(be: &B, op: Op, t: &mut [Tensor], none: bool) 
         (Op::LstmFwd, [states, gates, prev, act]) => {
             be.lstm_fwd_states(gates, prev, m(act), m(states))
         }
-        (Op::LstmBwd, [states, act, prev, dstates, dgates, dprev]) => {
-            be.lstm_bwd_states(act, prev, states, dstates, m(dgates), give(none, dprev))
-        }
+        (Op::LstmBwd, [states, act, prev, dstates, dgates, dprev]) => be.lstm_bwd_states(
+            act,
+            prev,
+            states,
+            dstates,
+            m(dgates),
+            give(none, dprev),
+            true,
+        ),
         (Op::LeafFwd, [states, gates, act]) => {
             be.tree_lstm_leaf_fwd_states(gates, m(act), m(states))
         }
         (Op::LeafBwd, [states, act, dstates, dgates]) => {
-            be.tree_lstm_leaf_bwd_states(act, states, dstates, m(dgates))
+            be.tree_lstm_leaf_bwd_states(act, states, dstates, m(dgates), true)
         }
         (Op::NodeFwd, [states, gates, left, right, act]) => {
             be.tree_lstm_node_fwd_states(gates, left, right, m(act), m(states))
@@ -178,12 +184,13 @@ fn call<B: StateCellOps + ?Sized>(be: &B, op: Op, t: &mut [Tensor], none: bool) 
                 m(dgates),
                 give(none, dleft),
                 give(none, dright),
+                true,
             ),
         (Op::LeafRdFwd, [states, gates, mask, act]) => {
             be.tree_lstm_leaf_rd_fwd_states(gates, mask, m(act), m(states))
         }
         (Op::LeafRdBwd, [states, act, dstates, dgates]) => {
-            be.tree_lstm_leaf_rd_bwd_states(act, states, dstates, m(dgates))
+            be.tree_lstm_leaf_rd_bwd_states(act, states, dstates, m(dgates), true)
         }
         (Op::NodeRdFwd, [states, gates, mask, left, right, act]) => {
             be.tree_lstm_node_rd_fwd_states(gates, mask, left, right, m(act), m(states))
@@ -198,6 +205,7 @@ fn call<B: StateCellOps + ?Sized>(be: &B, op: Op, t: &mut [Tensor], none: bool) 
                 m(dgates),
                 give(none, dleft),
                 give(none, dright),
+                true,
             ),
         (op, t) => panic!("{op:?} takes {} tensors, got {}", op.spec().len(), t.len()),
     }

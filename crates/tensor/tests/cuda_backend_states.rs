@@ -134,7 +134,7 @@ fn lstm_states_forward_and_backward() {
                         } else {
                             None
                         };
-                        be.lstm_bwd_states(&i[0], &i[1], &i[2], &i[3], dg.view_mut()?, dp)
+                        be.lstm_bwd_states(&i[0], &i[1], &i[2], &i[3], dg.view_mut()?, dp, false)
                     },
                 );
                 assert_h_halves_kept(&name, &g[1], &dprev0, h, !with_dprev);
@@ -179,9 +179,15 @@ fn tree_lstm_leaf_states_with_and_without_dropout() {
                     |be, i, o| {
                         outs!(o, [dg]);
                         if rd {
-                            be.tree_lstm_leaf_rd_bwd_states(&i[0], &i[1], &i[2], dg.view_mut()?)
+                            be.tree_lstm_leaf_rd_bwd_states(
+                                &i[0],
+                                &i[1],
+                                &i[2],
+                                dg.view_mut()?,
+                                false,
+                            )
                         } else {
-                            be.tree_lstm_leaf_bwd_states(&i[0], &i[1], &i[2], dg.view_mut()?)
+                            be.tree_lstm_leaf_bwd_states(&i[0], &i[1], &i[2], dg.view_mut()?, false)
                         }
                     },
                 );
@@ -249,9 +255,11 @@ fn tree_lstm_node_states_with_and_without_dropout() {
                                 unreachable!("input count")
                             };
                             if rd {
-                                be.tree_lstm_node_rd_bwd_states(act, l, r, st, ds, dg, dl, dr)
+                                be.tree_lstm_node_rd_bwd_states(
+                                    act, l, r, st, ds, dg, dl, dr, false,
+                                )
                             } else {
-                                be.tree_lstm_node_bwd_states(act, l, r, st, ds, dg, dl, dr)
+                                be.tree_lstm_node_bwd_states(act, l, r, st, ds, dg, dl, dr, false)
                             }
                         },
                     );
@@ -450,6 +458,7 @@ fn shape_errors_match_the_cpu_backend() {
                     dg,
                     Some(dl),
                     Some(dr),
+                    false,
                 )
             }),
         ),
@@ -469,7 +478,7 @@ fn shape_errors_match_the_cpu_backend() {
             Box::new(|be, i, o| {
                 outs!(o, [dg, dp]);
                 let (dg, dp) = (dg.view_mut()?, dp.view_mut()?);
-                be.lstm_bwd_states(&i[0], &i[1], &i[2], &i[3], dg, Some(dp))
+                be.lstm_bwd_states(&i[0], &i[1], &i[2], &i[3], dg, Some(dp), false)
             }),
         ),
         (
@@ -487,7 +496,7 @@ fn shape_errors_match_the_cpu_backend() {
             vec![rand([b, 3 * h], 4)],
             Box::new(|be, i, o| {
                 outs!(o, [dg]);
-                be.tree_lstm_leaf_bwd_states(&i[0], &i[1], &i[2], dg.view_mut()?)
+                be.tree_lstm_leaf_bwd_states(&i[0], &i[1], &i[2], dg.view_mut()?, false)
             }),
         ),
         (

@@ -115,6 +115,22 @@ fn grad_or_scratch<'a>(
     }
 }
 
+/// Whether a cell's backward WRITES its gradient outputs (the `write` of
+/// the `_states` kernels), from the executor's marks (`Backward::writes`):
+/// yes when every output present is marked. Otherwise the marked ones are
+/// zeroed here and the kernel adds into all of them.
+fn settle_writes(be: &dyn Backend, outs: [(Option<&mut TensorMut<'_>>, bool); 3]) -> KResult<bool> {
+    if outs.iter().all(|(d, marked)| d.is_none() || *marked) {
+        return Ok(true);
+    }
+    for (d, marked) in outs {
+        if let (Some(d), true) = (d, marked) {
+            be.fill(0.0, d.reborrow())?;
+        }
+    }
+    Ok(false)
+}
+
 // ----- LSTM -----
 
 /// LSTM cell on precomputed gates `[4H]` (`i, f, o, u`) and the previous
@@ -154,17 +170,27 @@ impl Op for LstmCell {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let marks = [cx.writes(0), cx.writes(1)];
         let [dgates, dprev] = cx.dargs.as_mut_slice() else {
             return Err(bad_args(self.name()));
         };
         if dgates.is_none() && dprev.is_none() {
             return Ok(());
         }
+        let outs = [
+            (dgates.as_mut(), marks[0]),
+            (dprev.as_mut(), marks[1]),
+            (None, false),
+        ];
+        let write = settle_writes(be, outs)?;
         let mut scratch = None;
         let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
         // The previous h enters only through the gates: its half gets nothing.
         let dprev = dprev.as_mut().map(|d| d.reborrow());
-        be.lstm_bwd_states(act, prev, out, dout, dg, dprev)
+        be.lstm_bwd_states(act, prev, out, dout, dg, dprev, write)
+    }
+    fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
+        i < 2
     }
 }
 
@@ -257,14 +283,18 @@ impl Op for TreeLstmLeaf {
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let (write, attr) = (cx.writes(0), cx.attr);
         let [Some(dgates)] = cx.dargs.as_mut_slice() else {
             return Ok(());
         };
-        if cx.attr == 0 {
-            be.tree_lstm_leaf_bwd_states(act, out, dout, dgates.reborrow())
+        if attr == 0 {
+            be.tree_lstm_leaf_bwd_states(act, out, dout, dgates.reborrow(), write)
         } else {
-            be.tree_lstm_leaf_rd_bwd_states(act, out, dout, dgates.reborrow())
+            be.tree_lstm_leaf_rd_bwd_states(act, out, dout, dgates.reborrow(), write)
         }
+    }
+    fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
+        i == 0
     }
 }
 
@@ -357,22 +387,32 @@ impl Op for TreeLstmNode {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let (marks, attr) = ([cx.writes(0), cx.writes(1), cx.writes(2)], cx.attr);
         let [dgates, dleft, dright] = cx.dargs.as_mut_slice() else {
             return Err(bad_args(self.name()));
         };
         if dgates.is_none() && dleft.is_none() && dright.is_none() {
             return Ok(());
         }
+        let outs = [
+            (dgates.as_mut(), marks[0]),
+            (dleft.as_mut(), marks[1]),
+            (dright.as_mut(), marks[2]),
+        ];
+        let write = settle_writes(be, outs)?;
         let mut scratch = None;
         let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
         // The children's h enter only through the gates.
         let dl = dleft.as_mut().map(|d| d.reborrow());
         let dr = dright.as_mut().map(|d| d.reborrow());
-        if cx.attr == 0 {
-            be.tree_lstm_node_bwd_states(act, left, right, out, dout, dg, dl, dr)
+        if attr == 0 {
+            be.tree_lstm_node_bwd_states(act, left, right, out, dout, dg, dl, dr, write)
         } else {
-            be.tree_lstm_node_rd_bwd_states(act, left, right, out, dout, dg, dl, dr)
+            be.tree_lstm_node_rd_bwd_states(act, left, right, out, dout, dg, dl, dr, write)
         }
+    }
+    fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
+        i < 3
     }
 }
 

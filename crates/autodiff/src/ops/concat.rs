@@ -66,17 +66,22 @@ impl Op for Concat {
         }
         Ok(())
     }
+    fn backward_writes(&self, _i: usize, _n: usize, _attr: Attr) -> bool {
+        // Each argument's gradient is one column block of dout, copied.
+        true
+    }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let total = cx.dout.row_len();
         let mut off = 0;
-        for (a, da) in cx.args.iter().zip(cx.dargs.iter_mut()) {
+        let writes: Vec<bool> = (0..cx.args.len()).map(|j| cx.writes(j)).collect();
+        for (j, (a, da)) in cx.args.iter().zip(cx.dargs.iter_mut()).enumerate() {
             let n = a.row_len();
             if off + n > total {
                 return Err(bad_args("concat"));
             }
             if let Some(da) = da {
                 cx.backend
-                    .copy_cols(cx.dout, off, da.reborrow(), 0, n, true)?;
+                    .copy_cols(cx.dout, off, da.reborrow(), 0, n, !writes[j])?;
             }
             off += n;
         }

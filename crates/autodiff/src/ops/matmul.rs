@@ -75,6 +75,10 @@ impl Op for MatMul {
         }
         Ok(())
     }
+    fn backward_writes(&self, _i: usize, _n: usize, _attr: Attr) -> bool {
+        // Each instance's product writes its whole gradient block.
+        true
+    }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let [a, b] = cx.args else {
             return Err(bad_args("matmul"));
@@ -82,6 +86,9 @@ impl Op for MatMul {
         let (m, k, n) =
             matmul_dims(a.shape().row_shape(), b.shape().row_shape()).ok_or(bad_args("matmul"))?;
         let be = cx.backend;
+        // Beta 0 writes a gradient the executor handed over unzeroed.
+        let beta = |j| if cx.writes(j) { 0.0 } else { 1.0 };
+        let (beta_a, beta_b) = (beta(0), beta(1));
         let (da, db) = match cx.dargs.as_mut_slice() {
             [da, db] => (da, db),
             _ => return Err(bad_args("matmul")),
@@ -93,11 +100,11 @@ impl Op for MatMul {
             // dA = dY B^T, dB = A^T dY.
             if let Some(da) = da {
                 let d = da.rows_mut(r..r + 1)?.reshape([m, k])?;
-                be.matmul(&dy, Transpose::No, &br, Transpose::Yes, 1.0, 1.0, d)?;
+                be.matmul(&dy, Transpose::No, &br, Transpose::Yes, 1.0, beta_a, d)?;
             }
             if let Some(db) = db {
                 let d = db.rows_mut(r..r + 1)?.reshape([k, n])?;
-                be.matmul(&ar, Transpose::Yes, &dy, Transpose::No, 1.0, 1.0, d)?;
+                be.matmul(&ar, Transpose::Yes, &dy, Transpose::No, 1.0, beta_b, d)?;
             }
         }
         Ok(())
@@ -210,6 +217,10 @@ impl Op for Affine {
         }
         Ok(())
     }
+    fn backward_writes(&self, i: usize, n: usize, _attr: Attr) -> bool {
+        // An input's gradient is one product, written with beta 0.
+        self.arg_role(i, n) == ArgRole::Stack
+    }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let (be, dy) = (cx.backend, cx.dout);
         if self.bias {
@@ -219,6 +230,8 @@ impl Op for Affine {
         }
         for (w, x) in self.terms(cx.args.len()) {
             let (wt, xt) = (&cx.args[w], &cx.args[x]);
+            // Beta 0 writes an input gradient handed over unzeroed.
+            let beta_x = if cx.writes(x) { 0.0 } else { 1.0 };
             // w < x, so the split gives both gradients mutably at once.
             let (head, tail) = cx.dargs.split_at_mut(x);
             let (dw, dx) = (head[w].as_mut(), tail[0].as_mut());
@@ -230,7 +243,7 @@ impl Op for Affine {
                     wt,
                     Transpose::No,
                     1.0,
-                    1.0,
+                    beta_x,
                     dx.reborrow(),
                 ),
                 None => Ok(()),

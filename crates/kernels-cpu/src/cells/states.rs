@@ -4,7 +4,10 @@
 //! the new states; backward reads `c`, `dc`, `dh` from the states and
 //! their gradient and adds the children's `dc` into the `c` half of their
 //! gradients (the `h` half gets nothing: `h` enters the next cell only
-//! through the gates). Same row kernels, hence the same arithmetic, as the
+//! through the gates). With `write`, backward WRITES its outputs instead
+//! (the gradients hold unspecified values, as an executor hands out fresh
+//! buffers): each output row is zeroed, whole `[c | h]` rows for states,
+//! just before the row kernel adds into it. Same row kernels, hence the same arithmetic, as the
 //! `[b, H]` entry points in the parent module: only the row pitches
 //! differ, so no halves are copied out and back.
 
@@ -27,12 +30,14 @@ fn states_out<'a>(name: &'static str, states: &'a mut [f32]) -> [ArgMut<'a>; 2] 
             data: states,
             k: 2,
             p: 2,
+            zero: false,
         },
         ArgMut {
             name,
             data: &mut [],
             k: 0,
             p: 0,
+            zero: false,
         },
     ]
 }
@@ -57,7 +62,8 @@ impl CpuKernels {
     }
 
     /// [`CpuKernels::lstm_bwd`] on states: `dstates` is the gradient at
-    /// `states`; accumulates into `dgates` and the `c` half of `dprev`.
+    /// `states`; accumulates into `dgates` and the `c` half of `dprev`
+    /// (writes them, with `write`: see the module documentation).
     pub fn lstm_bwd_states(
         &self,
         act: &[f32],
@@ -67,6 +73,7 @@ impl CpuKernels {
         hidden: usize,
         dgates: &mut [f32],
         dprev: &mut [f32],
+        write: bool,
     ) -> Result<()> {
         let ins = [
             dense("act", act, 4),
@@ -75,7 +82,10 @@ impl CpuKernels {
             half("dstates", dstates, hidden, 0),
             half("dstates", dstates, hidden, 1),
         ];
-        let outs = [dense_mut("dgates", dgates, 4), c_half_mut("dprev", dprev)];
+        let outs = [
+            dense_mut("dgates", dgates, 4).zeroed(write),
+            c_half_mut("dprev", dprev).zeroed(write),
+        ];
         run_cell("lstm_bwd_states", BWD, hidden, ins, outs, |i, o| {
             dispatch!(self, lstm_bwd_rows, hidden, i, o)
         })
@@ -101,7 +111,7 @@ impl CpuKernels {
         )
     }
 
-    /// [`CpuKernels::tree_lstm_leaf_bwd`] on states: accumulates into
+    /// [`CpuKernels::tree_lstm_leaf_bwd`] on states: accumulates (with `write`: writes) into
     /// `dgates` (`[b, 3H]`).
     pub fn tree_lstm_leaf_bwd_states(
         &self,
@@ -110,6 +120,7 @@ impl CpuKernels {
         dstates: &[f32],
         hidden: usize,
         dgates: &mut [f32],
+        write: bool,
     ) -> Result<()> {
         let ins = [
             dense("act", act, 3),
@@ -122,7 +133,7 @@ impl CpuKernels {
             BWD,
             hidden,
             ins,
-            [dense_mut("dgates", dgates, 3)],
+            [dense_mut("dgates", dgates, 3).zeroed(write)],
             |i, o| dispatch!(self, leaf_bwd_rows, hidden, i, o),
         )
     }
@@ -155,7 +166,7 @@ impl CpuKernels {
         )
     }
 
-    /// [`CpuKernels::tree_lstm_node_bwd`] on states: accumulates into
+    /// [`CpuKernels::tree_lstm_node_bwd`] on states: accumulates (with `write`: writes) into
     /// `dgates` (`[b, 5H]`) and the `c` halves of `dleft` and `dright`.
     pub fn tree_lstm_node_bwd_states(
         &self,
@@ -168,6 +179,7 @@ impl CpuKernels {
         dgates: &mut [f32],
         dleft: &mut [f32],
         dright: &mut [f32],
+        write: bool,
     ) -> Result<()> {
         let ins = [
             dense("act", act, 5),
@@ -178,9 +190,9 @@ impl CpuKernels {
             half("dstates", dstates, hidden, 1),
         ];
         let outs = [
-            dense_mut("dgates", dgates, 5),
-            c_half_mut("dleft", dleft),
-            c_half_mut("dright", dright),
+            dense_mut("dgates", dgates, 5).zeroed(write),
+            c_half_mut("dleft", dleft).zeroed(write),
+            c_half_mut("dright", dright).zeroed(write),
         ];
         run_cell(
             "tree_lstm_node_bwd_states",
@@ -215,7 +227,7 @@ impl CpuKernels {
     }
 
     /// [`CpuKernels::tree_lstm_leaf_rd_bwd`] on states (`act` `[b, 4H]`):
-    /// accumulates into `dgates` (`[b, 3H]`).
+    /// accumulates (with `write`: writes) into `dgates` (`[b, 3H]`).
     pub fn tree_lstm_leaf_rd_bwd_states(
         &self,
         act: &[f32],
@@ -223,6 +235,7 @@ impl CpuKernels {
         dstates: &[f32],
         hidden: usize,
         dgates: &mut [f32],
+        write: bool,
     ) -> Result<()> {
         let ins = [
             dense("act", act, 4),
@@ -235,7 +248,7 @@ impl CpuKernels {
             BWD,
             hidden,
             ins,
-            [dense_mut("dgates", dgates, 3)],
+            [dense_mut("dgates", dgates, 3).zeroed(write)],
             |i, o| dispatch!(self, leaf_rd_bwd_rows, hidden, i, o),
         )
     }
@@ -270,7 +283,7 @@ impl CpuKernels {
     }
 
     /// [`CpuKernels::tree_lstm_node_rd_bwd`] on states (`act` `[b, 6H]`):
-    /// accumulates into `dgates` (`[b, 5H]`) and the `c` halves of `dleft`
+    /// accumulates (with `write`: writes) into `dgates` (`[b, 5H]`) and the `c` halves of `dleft`
     /// and `dright`.
     pub fn tree_lstm_node_rd_bwd_states(
         &self,
@@ -283,6 +296,7 @@ impl CpuKernels {
         dgates: &mut [f32],
         dleft: &mut [f32],
         dright: &mut [f32],
+        write: bool,
     ) -> Result<()> {
         let ins = [
             dense("act", act, 6),
@@ -293,9 +307,9 @@ impl CpuKernels {
             half("dstates", dstates, hidden, 1),
         ];
         let outs = [
-            dense_mut("dgates", dgates, 5),
-            c_half_mut("dleft", dleft),
-            c_half_mut("dright", dright),
+            dense_mut("dgates", dgates, 5).zeroed(write),
+            c_half_mut("dleft", dleft).zeroed(write),
+            c_half_mut("dright", dright).zeroed(write),
         ];
         run_cell(
             "tree_lstm_node_rd_bwd_states",

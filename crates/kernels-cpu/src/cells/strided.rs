@@ -51,6 +51,10 @@ pub(crate) struct ArgMut<'a> {
     pub data: &'a mut [f32],
     pub k: usize,
     pub p: usize,
+    /// Whether each row (its whole pitch) is zeroed just before the row
+    /// kernel adds into it: a gradient handed over unzeroed is then
+    /// written, with no separate pass over memory.
+    pub zero: bool,
 }
 
 /// A dense `[b, kH]` output.
@@ -60,6 +64,7 @@ pub(crate) fn dense_mut<'a>(name: &'static str, data: &'a mut [f32], k: usize) -
         data,
         k,
         p: k,
+        zero: false,
     }
 }
 
@@ -71,6 +76,7 @@ pub(crate) fn c_half_mut<'a>(name: &'static str, states: &'a mut [f32]) -> ArgMu
         data: states,
         k: 1,
         p: 2,
+        zero: false,
     }
 }
 
@@ -94,15 +100,26 @@ impl<'a> Arg<'a> {
 }
 
 impl<'a> ArgMut<'a> {
-    /// The checked view: `data` spans exactly `b` rows.
+    /// Zeroes each row before the kernel adds into it when `yes` (see
+    /// [`ArgMut::zero`]).
+    pub(crate) fn zeroed(self, yes: bool) -> Self {
+        ArgMut { zero: yes, ..self }
+    }
+
+    /// The checked view: `data` spans exactly `b` rows (whole pitches when
+    /// rows are zeroed, so that a strided row's other half is too).
     pub(crate) fn view(self, hd: usize, b: usize) -> RowsMut<'a> {
         let (width, pitch) = (self.k * hd, self.p * hd);
-        let len = span(b, width, pitch);
+        let len = match self.zero {
+            true => b * pitch,
+            false => span(b, width, pitch),
+        };
         let keep = len.min(self.data.len());
         RowsMut {
             data: &mut self.data[..keep],
             width,
             pitch,
+            zero: self.zero,
         }
     }
 }
@@ -146,6 +163,7 @@ pub(crate) struct RowsMut<'a> {
     data: &'a mut [f32],
     width: usize,
     pitch: usize,
+    zero: bool,
 }
 
 impl<'a> RowsMut<'a> {
@@ -164,6 +182,7 @@ impl<'a> RowsMut<'a> {
             data: head,
             width: self.width,
             pitch: self.pitch,
+            zero: self.zero,
         }
     }
 
@@ -181,6 +200,9 @@ impl<'a> RowsMut<'a> {
         let at = self.pitch.max(1).min(self.data.len());
         let (head, tail) = std::mem::take(&mut self.data).split_at_mut(at);
         self.data = tail;
+        if self.zero {
+            head.fill(0.0);
+        }
         let width = self.width.min(head.len());
         Some(&mut head[..width])
     }

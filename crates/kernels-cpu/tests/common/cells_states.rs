@@ -233,16 +233,19 @@ pub fn bwd_states(
     hd: usize,
     dgates: &mut [f32],
     dch: &mut [&mut [f32]],
+    write: bool,
 ) -> Res {
+    let (a, w) = (act, write);
     match (kind, dch) {
-        (Kind::Lstm, [dp]) => k.lstm_bwd_states(act, ch[0], states, dstates, hd, dgates, dp),
-        (Kind::Leaf, []) => k.tree_lstm_leaf_bwd_states(act, states, dstates, hd, dgates),
+        (Kind::Lstm, [dp]) => k.lstm_bwd_states(a, ch[0], states, dstates, hd, dgates, dp, w),
+        (Kind::Leaf, []) => k.tree_lstm_leaf_bwd_states(a, states, dstates, hd, dgates, w),
         (Kind::Node, [dl, dr]) => {
-            k.tree_lstm_node_bwd_states(act, ch[0], ch[1], states, dstates, hd, dgates, dl, dr)
+            k.tree_lstm_node_bwd_states(a, ch[0], ch[1], states, dstates, hd, dgates, dl, dr, w)
         }
-        (Kind::LeafRd, []) => k.tree_lstm_leaf_rd_bwd_states(act, states, dstates, hd, dgates),
+        (Kind::LeafRd, []) => k.tree_lstm_leaf_rd_bwd_states(a, states, dstates, hd, dgates, w),
         (Kind::NodeRd, [dl, dr]) => {
-            k.tree_lstm_node_rd_bwd_states(act, ch[0], ch[1], states, dstates, hd, dgates, dl, dr)
+            let (l, r) = (ch[0], ch[1]);
+            k.tree_lstm_node_rd_bwd_states(a, l, r, states, dstates, hd, dgates, dl, dr, w)
         }
         (kind, d) => unreachable!("{kind:?} with {} child gradients", d.len()),
     }
@@ -370,13 +373,37 @@ impl Case {
         states: &[f32],
         off: usize,
     ) -> (Vec<f32>, Vec<Vec<f32>>) {
+        self.bwd_states_onto(
+            k,
+            act,
+            states,
+            off,
+            self.dgates0.clone(),
+            &self.dchildren0,
+            false,
+        )
+    }
+
+    /// [`Case::bwd_states`] onto the given initial gradients, added to or
+    /// (`write`) written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bwd_states_onto(
+        &self,
+        k: &CpuKernels,
+        act: &[f32],
+        states: &[f32],
+        off: usize,
+        dgates0: Vec<f32>,
+        dchildren0: &[Vec<f32>],
+        write: bool,
+    ) -> (Vec<f32>, Vec<Vec<f32>>) {
         let hd = self.hd;
         let chp: Vec<Vec<f32>> = self.children.iter().map(|v| padded(v, off)).collect();
         let ch: Vec<&[f32]> = chp.iter().map(|v| &v[off..]).collect();
         let states = padded(states, off);
         let dstates = padded(&self.dstates, off);
-        let mut dgates = self.dgates0.clone();
-        let mut dch: Vec<Vec<f32>> = self.dchildren0.iter().map(|v| padded(v, off)).collect();
+        let mut dgates = dgates0;
+        let mut dch: Vec<Vec<f32>> = dchildren0.iter().map(|v| padded(v, off)).collect();
         let mut dch_s: Vec<&mut [f32]> = dch.iter_mut().map(|v| &mut v[off..]).collect();
         bwd_states(
             k,
@@ -388,6 +415,7 @@ impl Case {
             hd,
             &mut dgates,
             &mut dch_s,
+            write,
         )
         .unwrap();
         let dch = dch

@@ -145,6 +145,28 @@ fn drain<B: RowOps + ?Sized>(
     }
 }
 
+/// Zeroes `t` `[b, w]` (a gradient to be written, not added to) with the
+/// row operations every backend has: one zero row broadcast.
+fn zero<B: RowOps + ?Sized>(be: &B, t: TensorMut<'_>) -> Result<()> {
+    let row = Tensor::zeros(t.shape().row_shape(), DType::F32, t.device())?;
+    be.broadcast_row(&row, t)
+}
+
+/// Zeroes the given outputs of a backward that is to write them (`write`),
+/// after its checks, before its accumulating kernels.
+fn zero_if<B: RowOps + ?Sized>(
+    be: &B,
+    write: bool,
+    outputs: [Option<TensorMut<'_>>; 3],
+) -> Result<()> {
+    if write {
+        for t in outputs.into_iter().flatten() {
+            zero(be, t)?;
+        }
+    }
+    Ok(())
+}
+
 /// The node backward's checks (plain or with recurrent dropout): shapes,
 /// then dtypes and devices, as the CPU override makes them.
 fn check_node_bwd(
@@ -188,7 +210,8 @@ fn leaf_bwd_default<B: CellOps + RowOps + ?Sized>(
     op: &'static str,
     rd: bool,
     [act, states, dstates]: [&Tensor; 3],
-    dgates: TensorMut<'_>,
+    mut dgates: TensorMut<'_>,
+    write: bool,
 ) -> Result<()> {
     let (act_s, d_s) = (act.shape(), dstates.shape());
     let cell = cell_shapes::leaf_bwd_states(op, rd, act_s, states.shape(), d_s, dgates.shape())?;
@@ -202,6 +225,7 @@ fn leaf_bwd_default<B: CellOps + RowOps + ?Sized>(
     if cell.is_empty() {
         return Ok(());
     }
+    zero_if(be, write, [Some(dgates.reborrow()), None, None])?;
     let h = cell.h;
     let c = half(be, states, h, Half::C)?;
     let dc = half(be, dstates, h, Half::C)?;
@@ -221,9 +245,10 @@ fn node_bwd_default<B: CellOps + RowOps + ?Sized>(
     op: &'static str,
     rd: bool,
     [act, left, right, states, dstates]: [&Tensor; 5],
-    dgates: TensorMut<'_>,
+    mut dgates: TensorMut<'_>,
     mut dleft: Option<TensorMut<'_>>,
     mut dright: Option<TensorMut<'_>>,
+    write: bool,
 ) -> Result<()> {
     check_node_bwd(
         op,
@@ -236,6 +261,9 @@ fn node_bwd_default<B: CellOps + RowOps + ?Sized>(
     if states.num_rows() == 0 || states.row_len() == 0 {
         return Ok(());
     }
+    let (l, r) = (dleft.as_mut(), dright.as_mut());
+    let (l, r) = (l.map(|d| d.reborrow()), r.map(|d| d.reborrow()));
+    zero_if(be, write, [Some(dgates.reborrow()), l, r])?;
     let h = states.row_len() / 2;
     let c_l = half(be, left, h, Half::C)?;
     let c_r = half(be, right, h, Half::C)?;
@@ -259,8 +287,10 @@ fn node_bwd_default<B: CellOps + RowOps + ?Sized>(
 /// states; backward reads `c`, and `dc` / `dh` from the states' gradient
 /// `dstates`, and ACCUMULATES into `dgates` and the `c` half of each
 /// earlier state's gradient (its `h` half gets nothing: `h` reaches the
-/// next cell only through the gates). A state gradient given as `None`
-/// needs none. `H` is half the row length of `states`; `act` is as in the
+/// next cell only through the gates), or with `write` WRITES them: they
+/// hold unspecified values on entry (fresh buffers an executor did not
+/// zero), and come out as if added into zeros, `h` halves zero. A state
+/// gradient given as `None` needs none. `H` is half the row length of `states`; `act` is as in the
 /// [`CellOps`] method of the same name without `_states`.
 ///
 /// Part of [`super::Backend`]; defaults copy the halves (see the module
@@ -298,8 +328,9 @@ pub trait StateCellOps: CellOps + RowOps {
         prev: &Tensor,
         states: &Tensor,
         dstates: &Tensor,
-        dgates: TensorMut<'_>,
+        mut dgates: TensorMut<'_>,
         mut dprev: Option<TensorMut<'_>>,
+        write: bool,
     ) -> Result<()> {
         const OP: &str = "lstm_bwd";
         let cell = cell_shapes::lstm_bwd_states(
@@ -324,6 +355,8 @@ pub trait StateCellOps: CellOps + RowOps {
         if cell.is_empty() {
             return Ok(());
         }
+        let prev_grad = dprev.as_mut().map(|d| d.reborrow());
+        zero_if(self, write, [Some(dgates.reborrow()), prev_grad, None])?;
         let h = cell.h;
         let c_prev = half(self, prev, h, Half::C)?;
         let c = half(self, states, h, Half::C)?;
@@ -366,6 +399,7 @@ pub trait StateCellOps: CellOps + RowOps {
         states: &Tensor,
         dstates: &Tensor,
         dgates: TensorMut<'_>,
+        write: bool,
     ) -> Result<()> {
         leaf_bwd_default(
             self,
@@ -373,6 +407,7 @@ pub trait StateCellOps: CellOps + RowOps {
             false,
             [act, states, dstates],
             dgates,
+            write,
         )
     }
 
@@ -426,6 +461,7 @@ pub trait StateCellOps: CellOps + RowOps {
         dgates: TensorMut<'_>,
         dleft: Option<TensorMut<'_>>,
         dright: Option<TensorMut<'_>>,
+        write: bool,
     ) -> Result<()> {
         node_bwd_default(
             self,
@@ -435,6 +471,7 @@ pub trait StateCellOps: CellOps + RowOps {
             dgates,
             dleft,
             dright,
+            write,
         )
     }
 
@@ -474,6 +511,7 @@ pub trait StateCellOps: CellOps + RowOps {
         states: &Tensor,
         dstates: &Tensor,
         dgates: TensorMut<'_>,
+        write: bool,
     ) -> Result<()> {
         leaf_bwd_default(
             self,
@@ -481,6 +519,7 @@ pub trait StateCellOps: CellOps + RowOps {
             true,
             [act, states, dstates],
             dgates,
+            write,
         )
     }
 
@@ -537,6 +576,7 @@ pub trait StateCellOps: CellOps + RowOps {
         dgates: TensorMut<'_>,
         dleft: Option<TensorMut<'_>>,
         dright: Option<TensorMut<'_>>,
+        write: bool,
     ) -> Result<()> {
         node_bwd_default(
             self,
@@ -546,6 +586,7 @@ pub trait StateCellOps: CellOps + RowOps {
             dgates,
             dleft,
             dright,
+            write,
         )
     }
 }

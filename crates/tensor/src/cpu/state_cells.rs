@@ -56,6 +56,7 @@ impl StateCellOps for CpuBackend {
         dstates: &Tensor,
         dgates: TensorMut<'_>,
         dprev: Option<TensorMut<'_>>,
+        write: bool,
     ) -> Result<()> {
         const OP: &str = "lstm_bwd";
         let cell = cell_shapes::lstm_bwd_states(
@@ -78,7 +79,7 @@ impl StateCellOps for CpuBackend {
             return Ok(());
         }
         self.kernels
-            .lstm_bwd_states(act, prev, states, dstates, cell.h, dgates, dprev)
+            .lstm_bwd_states(act, prev, states, dstates, cell.h, dgates, dprev, write)
             .map_err(TensorError::kernel(OP))
     }
 
@@ -107,6 +108,7 @@ impl StateCellOps for CpuBackend {
         states: &Tensor,
         dstates: &Tensor,
         dgates: TensorMut<'_>,
+        write: bool,
     ) -> Result<()> {
         leaf_bwd(
             self,
@@ -114,6 +116,7 @@ impl StateCellOps for CpuBackend {
             false,
             [act, states, dstates],
             dgates,
+            write,
         )
     }
 
@@ -156,6 +159,7 @@ impl StateCellOps for CpuBackend {
         dgates: TensorMut<'_>,
         dleft: Option<TensorMut<'_>>,
         dright: Option<TensorMut<'_>>,
+        write: bool,
     ) -> Result<()> {
         node_bwd(
             self,
@@ -165,6 +169,7 @@ impl StateCellOps for CpuBackend {
             dgates,
             dleft,
             dright,
+            write,
         )
     }
 
@@ -199,6 +204,7 @@ impl StateCellOps for CpuBackend {
         states: &Tensor,
         dstates: &Tensor,
         dgates: TensorMut<'_>,
+        write: bool,
     ) -> Result<()> {
         leaf_bwd(
             self,
@@ -206,6 +212,7 @@ impl StateCellOps for CpuBackend {
             true,
             [act, states, dstates],
             dgates,
+            write,
         )
     }
 
@@ -249,6 +256,7 @@ impl StateCellOps for CpuBackend {
         dgates: TensorMut<'_>,
         dleft: Option<TensorMut<'_>>,
         dright: Option<TensorMut<'_>>,
+        write: bool,
     ) -> Result<()> {
         node_bwd(
             self,
@@ -258,6 +266,7 @@ impl StateCellOps for CpuBackend {
             dgates,
             dleft,
             dright,
+            write,
         )
     }
 }
@@ -270,6 +279,7 @@ fn leaf_bwd(
     rd: bool,
     [act, states, dstates]: [&Tensor; 3],
     dgates: TensorMut<'_>,
+    write: bool,
 ) -> Result<()> {
     let (act_s, d_s) = (act.shape(), dstates.shape());
     let cell = cell_shapes::leaf_bwd_states(op, rd, act_s, states.shape(), d_s, dgates.shape())?;
@@ -284,9 +294,9 @@ fn leaf_bwd(
     }
     let k = &be.kernels;
     let result = if rd {
-        k.tree_lstm_leaf_rd_bwd_states(act, states, dstates, cell.h, dgates)
+        k.tree_lstm_leaf_rd_bwd_states(act, states, dstates, cell.h, dgates, write)
     } else {
-        k.tree_lstm_leaf_bwd_states(act, states, dstates, cell.h, dgates)
+        k.tree_lstm_leaf_bwd_states(act, states, dstates, cell.h, dgates, write)
     };
     result.map_err(TensorError::kernel(op))
 }
@@ -301,6 +311,7 @@ fn node_bwd(
     dgates: TensorMut<'_>,
     dleft: Option<TensorMut<'_>>,
     dright: Option<TensorMut<'_>>,
+    write: bool,
 ) -> Result<()> {
     let shapes = [act, left, right, states, dstates].map(|t| t.shape());
     let cell = cell_shapes::node_bwd_states(
@@ -327,11 +338,11 @@ fn node_bwd(
     let k = &be.kernels;
     let result = if act_blocks == 6 {
         k.tree_lstm_node_rd_bwd_states(
-            act, left, right, states, dstates, cell.h, dgates, dleft, dright,
+            act, left, right, states, dstates, cell.h, dgates, dleft, dright, write,
         )
     } else {
         k.tree_lstm_node_bwd_states(
-            act, left, right, states, dstates, cell.h, dgates, dleft, dright,
+            act, left, right, states, dstates, cell.h, dgates, dleft, dright, write,
         )
     };
     result.map_err(TensorError::kernel(op))
