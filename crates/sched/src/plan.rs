@@ -179,27 +179,29 @@ impl Planner {
     }
 }
 
-/// Sorts keys that are unique, by a radix sort on the bits in which they
-/// differ (11 bits a pass) when there are many and those bits are few (a
-/// batch's first reads mostly differ in few bits), else by comparison.
-/// `scratch` is reused between calls.
+/// Sorts keys `read << 32 | position` whose positions ascend as given
+/// (so the keys are unique and the sort is fully determined). Many keys:
+/// a stable radix sort on the read alone (11 bits a pass, over the bits
+/// in which the reads differ), which keeps the positions in order; few:
+/// by comparison. `scratch` is reused between calls.
 fn sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     const DIGIT: u32 = 11;
     const MIN_LEN: usize = 1 << 10;
-    let (lo, hi) = keys
-        .iter()
-        .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
-    let bits = 64 - (hi.wrapping_sub(lo)).leading_zeros();
-    if keys.len() < MIN_LEN || bits > 4 * DIGIT {
+    if keys.len() < MIN_LEN {
         keys.sort_unstable();
         return;
     }
-    let mask = (1u64 << DIGIT) - 1;
+    let read = |k: u64| (k >> 32) as u32;
+    let (lo, hi) = keys.iter().fold((u32::MAX, 0), |(lo, hi), &k| {
+        (lo.min(read(k)), hi.max(read(k)))
+    });
+    let bits = 32 - (hi - lo).leading_zeros();
+    let mask = (1u32 << DIGIT) - 1;
     scratch.clear();
     scratch.resize(keys.len(), 0);
     let mut counts = vec![0usize; 1 << DIGIT];
     for shift in (0..bits).step_by(DIGIT as usize) {
-        let digit = |k: u64| ((k - lo) >> shift & mask) as usize;
+        let digit = |k: u64| ((read(k) - lo) >> shift & mask) as usize;
         counts.fill(0);
         for &k in keys.iter() {
             counts[digit(k)] += 1;
@@ -441,8 +443,9 @@ mod tests {
         }
     }
 
-    /// The radix path (many keys, few differing bits, several passes,
-    /// keys above 2^32) and the comparison path sort as `sort_unstable`.
+    /// The radix path (many keys; reads spanning few or all 32 bits, one
+    /// to three passes, unread `u32::MAX` among them) and the comparison
+    /// path sort as `sort_unstable`.
     #[test]
     fn sort_keys_equals_sort_unstable() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -453,26 +456,28 @@ mod tests {
             state
         };
         let mut scratch = Vec::new();
-        for (len, bits, base) in [
-            (10, 20, 0),
-            (3000, 12, 0),
-            (5000, 25, 7u64 << 32),
-            (3000, 40, 1u64 << 40),
-            (2000, 44, 3),
-            (2000, 60, 0),
+        for (len, bits, base, unread) in [
+            (10, 20, 0, false),
+            (3000, 1, 0, false),
+            (3000, 12, 0, false),
+            (5000, 25, 7, true),
+            (3000, 32, 0, false),
+            (2000, 20, 1 << 30, true),
+            (4000, 0, 5, false),
         ] {
-            let mut seen = std::collections::HashSet::new();
-            let mut keys: Vec<u64> = Vec::new();
-            while keys.len() < len {
-                let k = base + (next() & ((1u64 << bits) - 1));
-                if seen.insert(k) {
-                    keys.push(k);
-                }
-            }
+            let mut keys: Vec<u64> = (0..len as u64)
+                .map(|pos| {
+                    let read = match unread && next() % 4 == 0 {
+                        true => u32::MAX as u64,
+                        false => base + (next() & ((1u64 << bits) - 1)),
+                    };
+                    read << 32 | pos
+                })
+                .collect();
             let mut expected = keys.clone();
             expected.sort_unstable();
             sort_keys(&mut keys, &mut scratch);
-            assert_eq!(keys, expected, "{len} keys of {bits} bits");
+            assert_eq!(keys, expected, "{len} keys, reads of {bits} bits");
         }
     }
 }
