@@ -94,9 +94,8 @@ pub struct Graph {
     /// kept to spare building a node two small-vector set-ups.
     scratch_shapes: Vec<Shape>,
     scratch_key: Vec<u64>,
-    /// Per op, the last signature key it interned and its id, checked
-    /// before `sig_ids` (a model adds runs of nodes of one signature).
-    last_sig: Vec<(Vec<u64>, SigId)>,
+    /// Per op id, what building its nodes reuses (see [`OpCache`]).
+    op_cache: Vec<OpCache>,
     pub(crate) sigs: Vec<SigInfo>,
     pub(crate) inputs: Vec<Tensor>,
     param_nodes: FxHashMap<ParamId, NodeId>,
@@ -111,6 +110,25 @@ pub struct Graph {
     pub(crate) train: bool,
     pub(crate) seed: u64,
     pub(crate) check_finite: bool,
+}
+
+/// What building nodes of one op reuses from node to node, instead of
+/// asking the op (virtual calls) or the signature map each time.
+#[derive(Default)]
+struct OpCache {
+    /// Whether the entry is filled.
+    known: bool,
+    /// [`Op::batchable`].
+    batchable: bool,
+    /// The argument count `roles` was computed for (0 while none).
+    arity: usize,
+    /// Bit `i`: argument `i` of `arity` is [`ArgRole::Share`] (arities up
+    /// to 64; larger ones ask the op).
+    shared: u64,
+    /// The last signature key interned for the op, and its id (a model
+    /// adds runs of nodes of one signature).
+    key: Vec<u64>,
+    sig: Option<SigId>,
 }
 
 impl Default for Graph {
@@ -143,7 +161,7 @@ impl Graph {
             sig_ids: FxHashMap::default(),
             scratch_shapes: Vec::new(),
             scratch_key: Vec::new(),
-            last_sig: Vec::new(),
+            op_cache: Vec::new(),
             sigs: Vec::new(),
             inputs: Vec::new(),
             param_nodes: FxHashMap::default(),
@@ -165,7 +183,8 @@ impl Graph {
         self.plan_nodes.clear();
         self.arg_list.clear();
         self.sig_ids.clear();
-        self.last_sig.clear();
+        // Op ids are handed out again from the next graph on.
+        self.op_cache.clear();
         self.sigs.clear();
         self.inputs.clear();
         self.param_nodes.clear();
@@ -264,7 +283,7 @@ impl Graph {
 
     /// Checks that a handle is of this graph and current; returns its node.
     pub fn check(&self, e: Expr, op: &'static str) -> Result<NodeId> {
-        check_expr(self.key, self.generation, self.nodes.len(), e, op)
+        check_expr(self.key, self.generation, self.nodes.len(), e, || op)
     }
 
     /// The handle of a node of this graph.
@@ -358,18 +377,40 @@ impl Graph {
         // The op is borrowed from `self.ops` while the other fields change
         // (no reference count touched per node: building is ~35-47 ns a node).
         let op = &*self.ops[op_id.0 as usize];
-        let name = op.name();
+        let slot = op_id.0 as usize;
+        if self.op_cache.len() <= slot {
+            self.op_cache.resize_with(slot + 1, OpCache::default);
+        }
+        let cache = &mut self.op_cache[slot];
+        if !cache.known {
+            cache.batchable = op.batchable();
+            cache.known = true;
+        }
+        let n = args.len();
+        if cache.arity != n && n <= 64 {
+            cache.shared = (0..n)
+                .filter(|&i| op.arg_role(i, n) == ArgRole::Share)
+                .fold(0, |m, i| m | 1 << i);
+            cache.arity = n;
+        }
+        let (batchable, shared) = (cache.batchable, cache.shared);
+        let role = |i: usize| match n <= 64 {
+            true if shared >> i & 1 == 1 => ArgRole::Share,
+            true => ArgRole::Stack,
+            false => op.arg_role(i, n),
+        };
         let mut shapes = std::mem::take(&mut self.scratch_shapes);
         shapes.clear();
         let mut depth = 0;
         for &a in args {
-            let node = match check_expr(self.key, self.generation, self.nodes.len(), a, name) {
-                Ok(node) => node,
-                Err(e) => {
-                    self.scratch_shapes = shapes;
-                    return Err(e);
-                }
-            };
+            let node =
+                match check_expr(self.key, self.generation, self.nodes.len(), a, || op.name()) {
+                    Ok(node) => node,
+                    Err(e) => {
+                        self.scratch_shapes = shapes;
+                        return Err(e);
+                    }
+                };
             let n = &self.nodes[node.index()];
             shapes.push(n.shape);
             depth = depth.max(n.depth + 1);
@@ -380,7 +421,7 @@ impl Graph {
                 let given = shapes.clone();
                 self.scratch_shapes = shapes;
                 return Err(GraphError::Shape {
-                    op: name,
+                    op: op.name(),
                     expected: e.expected,
                     given,
                 });
@@ -391,9 +432,9 @@ impl Graph {
         key.clear();
         key.push(op_id.0 as u64);
         key.push(attr);
-        if op.batchable() {
+        if batchable {
             for (i, (a, s)) in args.iter().zip(&shapes).enumerate() {
-                match op.arg_role(i, args.len()) {
+                match role(i) {
                     ArgRole::Stack => {
                         key.push(s.rank() as u64);
                         key.extend(s.dims().iter().map(|&d| d as u64));
@@ -429,21 +470,21 @@ impl Graph {
 }
 
 impl Graph {
+    /// The signature of `key` for op `op`.
     fn intern_sig(&mut self, op: OpId, key: &[u64]) -> SigId {
         let slot = op.0 as usize;
-        if let Some((last, id)) = self.last_sig.get(slot) {
-            if same_key(last, key) {
-                return *id;
-            }
+        if self.op_cache.len() <= slot {
+            self.op_cache.resize_with(slot + 1, OpCache::default);
+        }
+        let cache = &self.op_cache[slot];
+        if let Some(id) = cache.sig.filter(|_| same_key(&cache.key, key)) {
+            return id;
         }
         let id = self.intern_sig_new(op, key);
-        if self.last_sig.len() <= slot {
-            self.last_sig.resize(slot + 1, (Vec::new(), id));
-        }
-        let last = &mut self.last_sig[slot];
-        last.0.clear();
-        last.0.extend_from_slice(key);
-        last.1 = id;
+        let cache = &mut self.op_cache[slot];
+        cache.key.clear();
+        cache.key.extend_from_slice(key);
+        cache.sig = Some(id);
         id
     }
 
@@ -474,12 +515,26 @@ fn same_key(a: &[u64], b: &[u64]) -> bool {
 
 /// [`Graph::check`] on the graph's identity fields alone, so that it can run
 /// while an op is borrowed from the graph.
-fn check_expr(key: u32, generation: u32, len: usize, e: Expr, op: &'static str) -> Result<NodeId> {
+/// (`op` names the op, asked only for an error: building a node would
+/// otherwise make a virtual call for a name it never uses.)
+fn check_expr(
+    key: u32,
+    generation: u32,
+    len: usize,
+    e: Expr,
+    op: impl Fn() -> &'static str,
+) -> Result<NodeId> {
     if e.graph != key {
-        return Err(GraphError::ForeignExpr { op, node: e.node });
+        return Err(GraphError::ForeignExpr {
+            op: op(),
+            node: e.node,
+        });
     }
     if e.generation != generation || e.node.index() >= len {
-        return Err(GraphError::StaleExpr { op, node: e.node });
+        return Err(GraphError::StaleExpr {
+            op: op(),
+            node: e.node,
+        });
     }
     Ok(e.node)
 }
