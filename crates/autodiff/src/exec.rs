@@ -93,8 +93,8 @@ impl Sequential {
             nodes = end.saturating_sub(g.evaluated)
         )
         .entered();
-        g.values.resize(g.nodes.len());
-        g.aux.resize(g.nodes.len());
+        g.values.resize(g.len());
+        g.aux.resize(g.len());
         for i in g.evaluated..end.max(g.evaluated) {
             let id = NodeId(i as u32);
             let value = self.forward_node(g, store, id)?;
@@ -105,7 +105,7 @@ impl Sequential {
     }
 
     fn forward_node(&self, g: &mut Graph, store: &ParamStore, id: NodeId) -> Result<Tensor> {
-        let node = g.nodes[id.index()].clone();
+        let node = g.node(id);
         let op = g.op_arc(id);
         let name = op.name();
         match node.kind {
@@ -156,7 +156,7 @@ impl Sequential {
                 });
             }
         }
-        let arg_shapes: Vec<Shape> = arg_ids.iter().map(|a| g.nodes[a.index()].shape).collect();
+        let arg_shapes: Vec<Shape> = arg_ids.iter().map(|a| g.node_shape(*a)).collect();
         let mut out = zeros(self.device(), stacked(node.shape, name, id)?, name, id)?;
         let mut aux = match op.aux_shape(&node.shape, &arg_shapes, node.attr) {
             Some(s) => Some(zeros(self.device(), stacked(s, name, id)?, name, id)?),
@@ -205,7 +205,7 @@ impl Sequential {
         if loss_id.index() >= g.evaluated {
             self.forward(g, store, loss)?;
         }
-        let shape = g.nodes[loss_id.index()].shape;
+        let shape = g.node_shape(loss_id);
         let numel = shape.numel().unwrap_or(0);
         if numel != 1 {
             return Err(GraphError::LossNotScalar {
@@ -216,7 +216,7 @@ impl Sequential {
         }
         let _span = tracing::debug_span!("backward", executor = "sequential").entered();
         g.grads.clear();
-        g.grads.resize(g.nodes.len());
+        g.grads.resize(g.len());
         let name = g.op_name(loss_id);
         *g.grads.own_mut(loss_id.index()) = Some(
             Tensor::full_f32(1.0, shape, self.device()).map_err(|source| GraphError::Exec {
@@ -230,7 +230,7 @@ impl Sequential {
             let Some(dy) = g.grads.own_ref(i).clone() else {
                 continue;
             };
-            let node = g.nodes[i].clone();
+            let node = g.node(NodeId::from_index(i));
             match node.kind {
                 NodeKind::Input(_) => continue,
                 NodeKind::Param(p) => {
@@ -252,7 +252,7 @@ impl Sequential {
         id: NodeId,
         dy: &Tensor,
     ) -> Result<()> {
-        let node = g.nodes[id.index()].clone();
+        let node = g.node(id);
         let op = g.op_arc(id);
         let name = op.name();
         let exec = |source| GraphError::Exec {
@@ -281,7 +281,7 @@ impl Sequential {
                 ArgRole::Share => v,
             });
             let repeated = arg_ids[..j].contains(&a);
-            let a_node = &g.nodes[a.index()];
+            let a_node = g.node(a);
             slots.push(match a_node.kind {
                 NodeKind::Input(_) => Slot::Skip,
                 NodeKind::Param(p) if !repeated => Slot::Param(store.lock_grad(p, name)?),
@@ -361,7 +361,7 @@ impl Sequential {
                 Slot::Node(a, t, true) => {
                     // A repeated argument's scratch gradient: add it to the
                     // node's (or, for a parameter, the store's) gradient.
-                    match g.nodes[a.index()].kind {
+                    match g.node(a).kind {
                         NodeKind::Param(p) => {
                             let mut acc = store.lock_grad(p, name)?;
                             self.backend

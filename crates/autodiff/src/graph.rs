@@ -32,16 +32,28 @@ pub enum NodeKind {
     Param(ParamId),
 }
 
-/// One node of the tape.
-#[derive(Debug, Clone)]
+/// One node of the tape, as [`Graph::node`] returns it.
+#[derive(Debug, Clone, Copy)]
 pub struct Node {
-    pub(crate) op: OpId,
     pub(crate) kind: NodeKind,
     pub(crate) attr: Attr,
     pub(crate) data: u32,
     pub(crate) shape: Shape,
     pub(crate) sig: SigId,
     pub(crate) depth: u32,
+}
+
+/// A node as the graph stores it, in 32 bytes: the shape interned (a
+/// per-graph id into `Graph::shapes`), signature and depth in the node's
+/// [`PlanNode`]. Building a million nodes writes a third of what a whole
+/// [`Node`] (about 100 bytes with its inline shape) would.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeRec {
+    op: OpId,
+    data: u32,
+    attr: Attr,
+    kind: NodeKind,
+    shape: u32,
 }
 
 /// What planning reads of a node, packed in 16 bytes (a [`Node`] with its
@@ -83,7 +95,10 @@ pub struct SigInfo {
 pub struct Graph {
     key: u32,
     generation: u32,
-    pub(crate) nodes: Vec<Node>,
+    nodes: Vec<NodeRec>,
+    /// The distinct shapes of the graph's nodes, and their ids.
+    shapes: Vec<Shape>,
+    shape_ids: FxHashMap<Shape, u32>,
     /// The planning view of `nodes`, kept in step.
     plan_nodes: Vec<PlanNode>,
     pub(crate) arg_list: Vec<NodeId>,
@@ -93,6 +108,7 @@ pub struct Graph {
     /// Scratch of `push`: the arguments' shapes and the signature key,
     /// kept to spare building a node two small-vector set-ups.
     scratch_shapes: Vec<Shape>,
+    scratch_shape_ids: Vec<u32>,
     scratch_key: Vec<u64>,
     /// Per op id, what building its nodes reuses (see [`OpCache`]).
     op_cache: Vec<OpCache>,
@@ -129,6 +145,9 @@ struct OpCache {
     /// adds runs of nodes of one signature).
     key: Vec<u64>,
     sig: Option<SigId>,
+    /// The last output shape and its id (a run of nodes of one op mostly
+    /// has one shape).
+    out: Option<(Shape, u32)>,
 }
 
 impl Default for Graph {
@@ -154,12 +173,15 @@ impl Graph {
             key: NEXT_GRAPH.fetch_add(1, Ordering::Relaxed),
             generation: 0,
             nodes: Vec::new(),
+            shapes: Vec::new(),
+            shape_ids: FxHashMap::default(),
             plan_nodes: Vec::new(),
             arg_list: Vec::new(),
             ops: instances(),
             user_ops: FxHashMap::default(),
             sig_ids: FxHashMap::default(),
             scratch_shapes: Vec::new(),
+            scratch_shape_ids: Vec::new(),
             scratch_key: Vec::new(),
             op_cache: Vec::new(),
             sigs: Vec::new(),
@@ -180,6 +202,8 @@ impl Graph {
     pub fn clear(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         self.nodes.clear();
+        self.shapes.clear();
+        self.shape_ids.clear();
         self.plan_nodes.clear();
         self.arg_list.clear();
         self.sig_ids.clear();
@@ -252,7 +276,7 @@ impl Graph {
     /// Per-instance shape of a node.
     pub fn shape(&self, e: Expr) -> Result<Shape> {
         let node = self.check(e, "shape")?;
-        Ok(self.nodes[node.index()].shape)
+        Ok(self.shapes[self.nodes[node.index()].shape as usize])
     }
 
     /// The value of an evaluated node (per-instance shape).
@@ -326,8 +350,33 @@ impl Graph {
 
     /// A node's record (kind, shape, signature, depth).
     #[inline]
-    pub fn node(&self, node: NodeId) -> &Node {
-        &self.nodes[node.index()]
+    pub fn node(&self, node: NodeId) -> Node {
+        let (r, p) = (self.nodes[node.index()], self.plan_nodes[node.index()]);
+        Node {
+            kind: r.kind,
+            attr: r.attr,
+            data: r.data,
+            shape: self.shapes[r.shape as usize],
+            sig: p.sig,
+            // Planning marks leaves with u32::MAX; a node says 0.
+            depth: if r.kind == NodeKind::Op { p.depth } else { 0 },
+        }
+    }
+
+    /// The per-instance shape of a node (by id).
+    pub(crate) fn node_shape(&self, node: NodeId) -> Shape {
+        self.shapes[self.nodes[node.index()].shape as usize]
+    }
+
+    /// The id of `shape` among the graph's shapes, added if new.
+    fn intern_shape(&mut self, shape: Shape) -> u32 {
+        if let Some(&id) = self.shape_ids.get(&shape) {
+            return id;
+        }
+        let id = self.shapes.len() as u32;
+        self.shapes.push(shape);
+        self.shape_ids.insert(shape, id);
+        id
     }
 
     /// The interned signatures, indexed by [`SigId::index`].
@@ -361,14 +410,13 @@ impl Graph {
             depth: u32::MAX,
             args: (start, start),
         });
-        self.nodes.push(Node {
+        let shape = self.intern_shape(shape);
+        self.nodes.push(NodeRec {
             op: OpId(op as u32),
-            kind,
-            attr: 0,
             data: 0,
+            attr: 0,
+            kind,
             shape,
-            sig,
-            depth: 0,
         });
         self.expr(id)
     }
@@ -401,6 +449,8 @@ impl Graph {
         };
         let mut shapes = std::mem::take(&mut self.scratch_shapes);
         shapes.clear();
+        let mut shape_ids = std::mem::take(&mut self.scratch_shape_ids);
+        shape_ids.clear();
         let mut depth = 0;
         for &a in args {
             let node =
@@ -408,18 +458,23 @@ impl Graph {
                     Ok(node) => node,
                     Err(e) => {
                         self.scratch_shapes = shapes;
+                        self.scratch_shape_ids = shape_ids;
                         return Err(e);
                     }
                 };
-            let n = &self.nodes[node.index()];
-            shapes.push(n.shape);
-            depth = depth.max(n.depth + 1);
+            let shape = self.nodes[node.index()].shape;
+            shapes.push(self.shapes[shape as usize]);
+            shape_ids.push(shape);
+            // A leaf's planning depth is u32::MAX; as a node its depth is 0.
+            let d = self.plan_nodes[node.index()].depth;
+            depth = depth.max(if d == u32::MAX { 1 } else { d + 1 });
         }
         let shape = match op.infer_shape(&shapes, attr) {
             Ok(shape) => shape,
             Err(e) => {
                 let given = shapes.clone();
                 self.scratch_shapes = shapes;
+                self.scratch_shape_ids = shape_ids;
                 return Err(GraphError::Shape {
                     op: op.name(),
                     expected: e.expected,
@@ -433,12 +488,11 @@ impl Graph {
         key.push(op_id.0 as u64);
         key.push(attr);
         if batchable {
-            for (i, (a, s)) in args.iter().zip(&shapes).enumerate() {
+            // A stacked argument enters by its shape's id: equal ids, equal
+            // shapes, within the graph (whose signatures these are).
+            for (i, (a, &s)) in args.iter().zip(&shape_ids).enumerate() {
                 match role(i) {
-                    ArgRole::Stack => {
-                        key.push(s.rank() as u64);
-                        key.extend(s.dims().iter().map(|&d| d as u64));
-                    }
+                    ArgRole::Stack => key.push(s as u64),
                     ArgRole::Share => key.push((1 << 63) | a.node.0 as u64),
                 }
             }
@@ -449,6 +503,15 @@ impl Graph {
         let sig = self.intern_sig(op_id, &key);
         self.scratch_key = key;
         self.scratch_shapes = shapes;
+        self.scratch_shape_ids = shape_ids;
+        let shape = match self.op_cache[slot].out {
+            Some((last, id)) if last == shape => id,
+            _ => {
+                let id = self.intern_shape(shape);
+                self.op_cache[slot].out = Some((shape, id));
+                id
+            }
+        };
         let start = self.arg_list.len() as u32;
         self.arg_list.extend(args.iter().map(|a| a.node));
         self.plan_nodes.push(PlanNode {
@@ -456,14 +519,12 @@ impl Graph {
             depth,
             args: (start, self.arg_list.len() as u32),
         });
-        self.nodes.push(Node {
+        self.nodes.push(NodeRec {
             op: op_id,
-            kind: NodeKind::Op,
-            attr,
             data,
+            attr,
+            kind: NodeKind::Op,
             shape,
-            sig,
-            depth,
         });
         Ok(self.expr(id))
     }
@@ -634,7 +695,7 @@ impl Graph {
     /// shape), made a view when first read.
     pub fn set_value_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
         if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
-            let shape = n.shape;
+            let shape = self.shapes[n.shape as usize];
             self.values.set_rows(nodes, batch, shape);
         }
     }
@@ -688,7 +749,7 @@ impl Graph {
     /// [`Graph::set_value_rows`]).
     pub fn set_grad_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
         if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
-            let shape = n.shape;
+            let shape = self.shapes[n.shape as usize];
             self.grads.set_rows(nodes, batch, shape);
         }
     }

@@ -282,7 +282,7 @@ impl Executor {
         let first = nodes[0];
         let op = g.op_shared(first);
         let name = op.name();
-        let node = g.node(first).clone();
+        let node = g.node(first);
         let err = batch_err(name, nodes);
         let _span = tracing::trace_span!("batch_backward", op = name, size = b).entered();
         if g.checks_finite() {

@@ -456,7 +456,7 @@ impl Executor {
         let first = nodes[0];
         let op = g.op_shared(first);
         let name = op.name();
-        let node = g.node(first).clone();
+        let node = g.node(first);
         let b = nodes.len();
         let _span = tracing::trace_span!("batch", op = name, size = b).entered();
         let err = batch_err(name, nodes);
