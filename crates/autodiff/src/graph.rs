@@ -56,9 +56,11 @@ pub(crate) struct NodeRec {
     shape: u32,
 }
 
-/// What planning reads of a node, packed in 16 bytes (a [`Node`] with its
-/// inline shape is about 100): planning a million nodes is bound by the
-/// memory it walks.
+/// What planning reads of a node, packed in 24 bytes with up to three
+/// arguments inline: planning a million nodes is bound by the cache misses
+/// of the nodes it visits in batch order, and an argument list elsewhere
+/// would be a second miss per node. Read the arguments with
+/// [`Graph::plan_args`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanNode {
     /// The node's batching signature.
@@ -66,11 +68,22 @@ pub struct PlanNode {
     /// Its depth, or `u32::MAX` for a leaf (an input or parameter, which
     /// no kernel computes).
     pub depth: u32,
-    /// Its arguments: `Graph::arg_list()[args.0 as usize..args.1 as usize]`.
-    pub args: (u32, u32),
+    /// The number of arguments.
+    arity: u32,
+    /// Up to [`PlanNode::INLINE`] arguments; more are in the graph's
+    /// argument list from index `args[0]` on.
+    args: [NodeId; PlanNode::INLINE],
 }
 
 impl PlanNode {
+    /// Arguments kept in the node itself.
+    pub const INLINE: usize = 3;
+
+    /// The number of arguments.
+    pub fn arity(&self) -> usize {
+        self.arity as usize
+    }
+
     /// Whether a kernel computes the node (it is not a leaf).
     pub fn is_op(&self) -> bool {
         self.depth != u32::MAX
@@ -101,7 +114,8 @@ pub struct Graph {
     shape_ids: FxHashMap<Shape, u32>,
     /// The planning view of `nodes`, kept in step.
     plan_nodes: Vec<PlanNode>,
-    pub(crate) arg_list: Vec<NodeId>,
+    /// The arguments of nodes with more than [`PlanNode::INLINE`].
+    arg_list: Vec<NodeId>,
     ops: Vec<Arc<dyn Op>>,
     user_ops: FxHashMap<usize, OpId>,
     sig_ids: FxHashMap<SmallVec<[u64; 10]>, SigId>,
@@ -334,18 +348,26 @@ impl Graph {
     /// The argument nodes of a node.
     #[inline]
     pub fn args(&self, node: NodeId) -> &[NodeId] {
-        let (start, end) = self.plan_nodes[node.index()].args;
-        &self.arg_list[start as usize..end as usize]
+        self.plan_args(&self.plan_nodes[node.index()])
+    }
+
+    /// The arguments of a node's planning view (one of
+    /// [`Graph::plan_nodes`]).
+    #[inline]
+    pub fn plan_args<'a>(&'a self, p: &'a PlanNode) -> &'a [NodeId] {
+        let n = p.arity as usize;
+        match n <= PlanNode::INLINE {
+            true => &p.args[..n],
+            false => {
+                let start = p.args[0].index();
+                &self.arg_list[start..start + n]
+            }
+        }
     }
 
     /// Every node's planning view, indexed by node (see [`PlanNode`]).
     pub fn plan_nodes(&self) -> &[PlanNode] {
         &self.plan_nodes
-    }
-
-    /// Every node's arguments, back to back (ranges in [`PlanNode::args`]).
-    pub fn arg_list(&self) -> &[NodeId] {
-        &self.arg_list
     }
 
     /// A node's record (kind, shape, signature, depth).
@@ -404,11 +426,11 @@ impl Graph {
         let id = NodeId(self.nodes.len() as u32);
         // Leaves never run a kernel: a private signature keeps them apart.
         let sig = self.intern_sig(OpId(op as u32), &[u64::MAX, id.0 as u64]);
-        let start = self.arg_list.len() as u32;
         self.plan_nodes.push(PlanNode {
             sig,
             depth: u32::MAX,
-            args: (start, start),
+            arity: 0,
+            args: [NodeId(0); PlanNode::INLINE],
         });
         let shape = self.intern_shape(shape);
         self.nodes.push(NodeRec {
@@ -512,12 +534,20 @@ impl Graph {
                 id
             }
         };
-        let start = self.arg_list.len() as u32;
-        self.arg_list.extend(args.iter().map(|a| a.node));
+        let mut inline = [NodeId(0); PlanNode::INLINE];
+        if args.len() <= PlanNode::INLINE {
+            for (slot, a) in inline.iter_mut().zip(args) {
+                *slot = a.node;
+            }
+        } else {
+            inline[0] = NodeId(self.arg_list.len() as u32);
+            self.arg_list.extend(args.iter().map(|a| a.node));
+        }
         self.plan_nodes.push(PlanNode {
             sig,
             depth,
-            args: (start, self.arg_list.len() as u32),
+            arity: args.len() as u32,
+            args: inline,
         });
         self.nodes.push(NodeRec {
             op: op_id,

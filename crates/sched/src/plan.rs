@@ -66,8 +66,8 @@ fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = (NodeId
 }
 
 /// The arguments of a planned node.
-fn args_of<'g>(g: &'g Graph, p: &PlanNode) -> &'g [NodeId] {
-    &g.arg_list()[p.args.0 as usize..p.args.1 as usize]
+fn args_of<'g>(g: &'g Graph, p: &'g PlanNode) -> &'g [NodeId] {
+    g.plan_args(p)
 }
 
 /// Plans nodes `start..end` of `g` with `strategy`: batches in dependency
