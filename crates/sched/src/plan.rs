@@ -93,13 +93,23 @@ pub struct Planner {
     radix: Vec<u64>,
     sorted: Vec<NodeId>,
     /// Agenda: which nodes are ops (bits), arguments each node waits
-    /// for, consumers (with their signatures, read when they become
-    /// ready: no random access to the nodes then) in CSR form.
+    /// for, and consumers (with their signatures, read when they become
+    /// ready: no random access to the nodes then) as one list per node,
+    /// linked through `edges` from `head` (built in the one pass over the
+    /// nodes, where a CSR form needs a second).
     op_bits: Vec<u64>,
     waiting: Vec<u32>,
-    fanout: Vec<u32>,
-    fill: Vec<u32>,
-    consumers: Vec<(NodeId, u32)>,
+    head: Vec<u32>,
+    edges: Vec<Edge>,
+}
+
+/// A consumer `node` (of signature `sig`) of some node, and the index in
+/// `Planner::edges` of that node's next consumer (`u32::MAX`: none).
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    node: NodeId,
+    sig: u32,
+    next: u32,
 }
 
 impl Planner {
@@ -268,24 +278,24 @@ impl Planner {
         let nodes = g.plan_nodes();
         let Planner {
             waiting,
-            fanout,
-            fill,
-            consumers,
+            head,
+            edges,
             op_bits,
             ..
         } = self;
         // One pass over the nodes (arguments come before their node, so
         // their bits are set when it is reached): which planned nodes are
         // ops, one bit each (argument checks then hit a small table, not
-        // the nodes); the mean depth per signature; how many consumers each
-        // node has and how many planned arguments it waits for; and the
-        // nodes ready from the start.
+        // the nodes); the mean depth per signature; each node's consumers
+        // and how many planned arguments it waits for; and the nodes ready
+        // from the start.
         op_bits.clear();
         op_bits.resize(count.div_ceil(64), 0);
         waiting.clear();
         waiting.resize(count, 0);
-        fanout.clear();
-        fanout.resize(count + 1, 0);
+        head.clear();
+        head.resize(count, u32::MAX);
+        edges.clear();
         let nsig = g.signatures().len();
         let mut depth_sum = vec![0u64; nsig];
         let mut depth_cnt = vec![0u64; nsig];
@@ -300,30 +310,21 @@ impl Planner {
             depth_sum[s] += p.depth as u64;
             depth_cnt[s] += 1;
             let mut wait = 0;
+            let node = NodeId::from_index(start + k);
             for &a in args_of(g, p) {
                 if let Some(i) = local(a).filter(|&i| op_bits[i / 64] >> (i % 64) & 1 == 1) {
-                    fanout[i + 1] += 1;
+                    let next = std::mem::replace(&mut head[i], edges.len() as u32);
+                    edges.push(Edge {
+                        node,
+                        sig: s as u32,
+                        next,
+                    });
                     wait += 1;
                 }
             }
             waiting[k] = wait;
             if wait == 0 {
-                ready[s].push(NodeId::from_index(start + k));
-            }
-        }
-        for i in 0..count {
-            fanout[i + 1] += fanout[i];
-        }
-        fill.clear();
-        fill.extend_from_slice(fanout);
-        consumers.clear();
-        consumers.resize(fanout[count] as usize, Default::default());
-        for (n, p) in op_nodes(g, start, end) {
-            for &a in args_of(g, &p) {
-                if let Some(i) = local(a).filter(|&i| op_bits[i / 64] >> (i % 64) & 1 == 1) {
-                    consumers[fill[i] as usize] = (n, p.sig.index() as u32);
-                    fill[i] += 1;
-                }
+                ready[s].push(node);
             }
         }
         let priority = |s: usize| {
@@ -346,7 +347,14 @@ impl Planner {
             let unbatchable = !g.signatures()[s].batchable;
             for &n in &nodes {
                 let Some(i) = local(n) else { continue };
-                for &(c, cs) in &consumers[fanout[i] as usize..fanout[i + 1] as usize] {
+                let mut e = head[i];
+                while let Some(&Edge {
+                    node: c,
+                    sig: cs,
+                    next,
+                }) = edges.get(e as usize)
+                {
+                    e = next;
                     let Some(k) = local(c) else { continue };
                     waiting[k] -= 1;
                     if waiting[k] == 0 {
