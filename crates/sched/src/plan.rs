@@ -190,15 +190,19 @@ impl Planner {
 }
 
 /// Sorts keys `read << 32 | position` whose positions ascend as given
-/// (so the keys are unique and the sort is fully determined). Many keys:
-/// a stable radix sort on the read alone (11 bits a pass, over the bits
-/// in which the reads differ), which keeps the positions in order; few:
-/// by comparison. `scratch` is reused between calls.
+/// (so the keys are unique and the sort is fully determined). Few keys:
+/// by comparison. Many: placed by read directly when the reads are dense
+/// ([`place_dense`]), else a stable radix sort on the read alone (11 bits
+/// a pass, over the bits in which the reads differ), which keeps the
+/// positions in order. `scratch` is reused between calls.
 fn sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     const DIGIT: u32 = 11;
     const MIN_LEN: usize = 1 << 10;
     if keys.len() < MIN_LEN {
         keys.sort_unstable();
+        return;
+    }
+    if place_dense(keys, scratch) {
         return;
     }
     let read = |k: u64| (k >> 32) as u32;
@@ -227,6 +231,43 @@ fn sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
         }
         std::mem::swap(keys, scratch);
     }
+}
+
+/// [`sort_keys`] by placing each key at its read, when the reads other
+/// than `u32::MAX` (never read, sorted last by position) are distinct and
+/// span at most twice as many values as there are keys: a batch read whole
+/// by one later batch has first reads that are one run of the clock. One
+/// pass to place, one to compact. Returns false, `keys` untouched, when
+/// the reads are too spread or repeat (a clock that ran out).
+fn place_dense(keys: &mut Vec<u64>, slots: &mut Vec<u64>) -> bool {
+    let read = |k: u64| (k >> 32) as u32;
+    let (lo, hi) = keys
+        .iter()
+        .map(|&k| read(k))
+        .filter(|&r| r != u32::MAX)
+        .fold((u32::MAX, 0), |(lo, hi), r| (lo.min(r), hi.max(r)));
+    let Some(range) = hi.checked_sub(lo).map(|d| d as usize + 1) else {
+        return false;
+    };
+    if range > 2 * keys.len() {
+        return false;
+    }
+    slots.clear();
+    slots.resize(range, u64::MAX);
+    for &k in keys.iter() {
+        let r = read(k);
+        if r != u32::MAX {
+            let slot = &mut slots[(r - lo) as usize];
+            if *slot != u64::MAX {
+                return false;
+            }
+            *slot = k;
+        }
+    }
+    slots.retain(|&k| k != u64::MAX);
+    slots.extend(keys.iter().filter(|&&k| read(k) == u32::MAX));
+    std::mem::swap(keys, slots);
+    true
 }
 
 fn plan_sequential(g: &Graph, start: usize, end: usize) -> Plan {
@@ -381,7 +422,7 @@ impl Planner {
 
 #[cfg(test)]
 mod tests {
-    use super::{plan, sort_keys, Planner, Strategy};
+    use super::{place_dense, plan, sort_keys, Planner, Strategy};
     use sheaf_autodiff::Graph;
     use sheaf_tensor::Tensor;
 
@@ -472,6 +513,8 @@ mod tests {
             (3000, 32, 0, false),
             (2000, 20, 1 << 30, true),
             (4000, 0, 5, false),
+            (3000, 11, 100, false),
+            (2000, 11, 0, true),
         ] {
             let mut keys: Vec<u64> = (0..len as u64)
                 .map(|pos| {
@@ -487,5 +530,60 @@ mod tests {
             sort_keys(&mut keys, &mut scratch);
             assert_eq!(keys, expected, "{len} keys, reads of {bits} bits");
         }
+    }
+
+    /// Distinct reads in a range up to twice the key count (shuffled, with
+    /// gaps, some never read) are placed directly, as `sort_unstable`
+    /// orders them; a repeated read (a clock that ran out) or a spread
+    /// range is refused with the keys untouched, and sorted all the same.
+    #[test]
+    fn dense_reads_are_placed_and_repeats_refused() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut scratch = Vec::new();
+        for (len, spread, unread) in [
+            (3000usize, 1usize, false),
+            (3000, 2, true),
+            (1500, 2, false),
+        ] {
+            // Distinct reads: every `spread`-th value of a run, shuffled.
+            let mut reads: Vec<u64> = (0..len as u64).map(|i| 500 + i * spread as u64).collect();
+            for i in (1..len).rev() {
+                reads.swap(i, next() as usize % (i + 1));
+            }
+            let mut keys: Vec<u64> = reads
+                .iter()
+                .enumerate()
+                .map(|(pos, &r)| match unread && pos % 7 == 0 {
+                    true => (u32::MAX as u64) << 32 | pos as u64,
+                    false => r << 32 | pos as u64,
+                })
+                .collect();
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            assert!(
+                place_dense(&mut keys, &mut scratch),
+                "{len} keys, spread {spread}"
+            );
+            assert_eq!(keys, expected, "{len} keys, spread {spread}");
+        }
+        let mut keys: Vec<u64> = (0..2000u64).map(|pos| (pos % 1999) << 32 | pos).collect();
+        let before = keys.clone();
+        assert!(!place_dense(&mut keys, &mut scratch), "a repeated read");
+        assert_eq!(keys, before);
+        let mut spread: Vec<u64> = (0..2000u64).map(|pos| (pos * 3) << 32 | pos).collect();
+        assert!(
+            !place_dense(&mut spread, &mut scratch),
+            "reads over 3x the keys"
+        );
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        sort_keys(&mut keys, &mut scratch);
+        assert_eq!(keys, expected);
     }
 }
