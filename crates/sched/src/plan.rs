@@ -492,18 +492,22 @@ mod tests {
         }
     }
 
+    /// A xorshift64 stream from `state` (non-zero).
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// The radix path (many keys; reads spanning few or all 32 bits, one
     /// to three passes, unread `u32::MAX` among them) and the comparison
     /// path sort as `sort_unstable`.
     #[test]
     fn sort_keys_equals_sort_unstable() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut scratch = Vec::new();
         for (len, bits, base, unread) in [
             (10, 20, 0, false),
@@ -538,13 +542,7 @@ mod tests {
     /// range is refused with the keys untouched, and sorted all the same.
     #[test]
     fn dense_reads_are_placed_and_repeats_refused() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut scratch = Vec::new();
         for (len, spread, unread) in [
             (3000usize, 1usize, false),
