@@ -522,7 +522,7 @@ mod tests {
         ] {
             let mut keys: Vec<u64> = (0..len as u64)
                 .map(|pos| {
-                    let read = match unread && next() % 4 == 0 {
+                    let read = match unread && next().is_multiple_of(4) {
                         true => u32::MAX as u64,
                         false => base + (next() & ((1u64 << bits) - 1)),
                     };
