@@ -150,7 +150,7 @@ struct OpCache {
     known: bool,
     /// [`Op::batchable`].
     batchable: bool,
-    /// The argument count `roles` was computed for (0 while none).
+    /// The argument count `shared` was computed for (0 while none).
     arity: usize,
     /// Bit `i`: argument `i` of `arity` is [`ArgRole::Share`] (arities up
     /// to 64; larger ones ask the op).

@@ -219,7 +219,10 @@ impl Executor {
         let p = self.plan_cache.get(&(self.cache_key?, end))?;
         let fits = p.batches.iter().all(|b| {
             b.nodes.iter().all(|&n| {
-                n.index() < end && g.node(n).kind() == NodeKind::Op && g.node(n).sig() == b.sig
+                n.index() < end && {
+                    let node = g.node(n);
+                    node.kind() == NodeKind::Op && node.sig() == b.sig
+                }
             })
         });
         fits.then(|| p.clone())

@@ -54,7 +54,7 @@ pub struct Plan {
 }
 
 /// Nodes of `start..end` that a kernel computes (leaves are not planned),
-/// with their packed planning view: planning reads only these 16 bytes per
+/// with their packed planning view: planning reads only these 24 bytes per
 /// node (and the argument list), not the nodes themselves.
 fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = (NodeId, PlanNode)> + '_ {
     let end = end.min(g.plan_nodes().len());
@@ -94,12 +94,13 @@ pub struct Planner {
     sorted: Vec<NodeId>,
     /// Agenda: which nodes are ops (bits), arguments each node waits
     /// for, and consumers (with their signatures, read when they become
-    /// ready: no random access to the nodes then) as one list per node,
-    /// linked through `edges` from `head` (built in the one pass over the
-    /// nodes, where a CSR form needs a second).
+    /// ready: no random access to the nodes then) as one list per node in
+    /// node order, linked through `edges` from `head` to `tail` (built in
+    /// the one pass over the nodes, where a CSR form needs a second).
     op_bits: Vec<u64>,
     waiting: Vec<u32>,
     head: Vec<u32>,
+    tail: Vec<u32>,
     edges: Vec<Edge>,
 }
 
@@ -315,11 +316,12 @@ impl Planner {
         let count = end.saturating_sub(start);
         // One comparison: indices below `start` wrap to above `count`.
         let local = |n: NodeId| Some(n.index().wrapping_sub(start)).filter(|&i| i < count);
-        // Consumers in CSR form, and how many planned arguments each node waits for.
+        // Consumers as linked lists, and how many planned arguments each node waits for.
         let nodes = g.plan_nodes();
         let Planner {
             waiting,
             head,
+            tail,
             edges,
             op_bits,
             ..
@@ -336,6 +338,8 @@ impl Planner {
         waiting.resize(count, 0);
         head.clear();
         head.resize(count, u32::MAX);
+        tail.clear();
+        tail.resize(count, u32::MAX);
         edges.clear();
         let nsig = g.signatures().len();
         let mut depth_sum = vec![0u64; nsig];
@@ -354,11 +358,17 @@ impl Planner {
             let node = NodeId::from_index(start + k);
             for &a in args_of(g, p) {
                 if let Some(i) = local(a).filter(|&i| op_bits[i / 64] >> (i % 64) & 1 == 1) {
-                    let next = std::mem::replace(&mut head[i], edges.len() as u32);
+                    // Appended, so a node's consumers are visited in node
+                    // order (the order its ready lists, so plans, depend on).
+                    let e = edges.len() as u32;
+                    match std::mem::replace(&mut tail[i], e) {
+                        u32::MAX => head[i] = e,
+                        last => edges[last as usize].next = e,
+                    }
                     edges.push(Edge {
                         node,
                         sig: s as u32,
-                        next,
+                        next: u32::MAX,
                     });
                     wait += 1;
                 }
@@ -490,6 +500,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A node's consumers become ready in node order, so the rows of a
+    /// batch follow it where no later read orders them: five sigmoids of
+    /// one tanh, two of them read by an add (node ids in the comments).
+    #[test]
+    fn agenda_consumers_become_ready_in_node_order() {
+        let mut g = Graph::new();
+        let x = g.input(Tensor::from_vec(vec![0.5f32; 2], [2]).unwrap()); // 0
+        let h = g.tanh(x).unwrap(); // 1
+        let s: Vec<_> = (0..5).map(|_| g.sigmoid(h).unwrap()).collect(); // 2..=6
+        g.add(s[3], s[1]).unwrap(); // 7
+        let p = plan(&g, 0, g.len(), Strategy::Agenda);
+        let rows: Vec<Vec<usize>> = p
+            .batches
+            .iter()
+            .map(|b| b.nodes.iter().map(|n| n.index()).collect())
+            .collect();
+        // The add reads 5 then 3; the unread ones follow in node order.
+        assert_eq!(rows, vec![vec![1], vec![5, 3, 2, 4, 6], vec![7]]);
     }
 
     /// A xorshift64 stream from `state` (non-zero).
