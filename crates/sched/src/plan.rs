@@ -65,11 +65,6 @@ fn op_nodes(g: &Graph, start: usize, end: usize) -> impl Iterator<Item = (NodeId
         .map(move |(i, p)| (NodeId::from_index(start + i), *p))
 }
 
-/// The arguments of a planned node.
-fn args_of<'g>(g: &'g Graph, p: &'g PlanNode) -> &'g [NodeId] {
-    g.plan_args(p)
-}
-
 /// Plans nodes `start..end` of `g` with `strategy`: batches in dependency
 /// order, each batch's nodes laid out in the order their consumers read
 /// them: by the earliest consumer batch, then the argument position there,
@@ -356,7 +351,7 @@ impl Planner {
             depth_cnt[s] += 1;
             let mut wait = 0;
             let node = NodeId::from_index(start + k);
-            for &a in args_of(g, p) {
+            for &a in g.plan_args(p) {
                 if let Some(i) = local(a).filter(|&i| op_bits[i / 64] >> (i % 64) & 1 == 1) {
                     // Appended, so a node's consumers are visited in node
                     // order (the order its ready lists, so plans, depend on).

@@ -73,15 +73,24 @@ impl Op for Concat {
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         let total = cx.dout.row_len();
         let mut off = 0;
-        let writes: Vec<bool> = (0..cx.args.len()).map(|j| cx.writes(j)).collect();
+        // Which gradients to write, read before `dargs` is borrowed.
+        let writes = (0..cx.args.len().min(64))
+            .filter(|&j| cx.writes(j))
+            .fold(0u64, |m, j| m | 1 << j);
         for (j, (a, da)) in cx.args.iter().zip(cx.dargs.iter_mut()).enumerate() {
             let n = a.row_len();
             if off + n > total {
                 return Err(bad_args("concat"));
             }
             if let Some(da) = da {
-                cx.backend
-                    .copy_cols(cx.dout, off, da.reborrow(), 0, n, !writes[j])?;
+                cx.backend.copy_cols(
+                    cx.dout,
+                    off,
+                    da.reborrow(),
+                    0,
+                    n,
+                    !(j < 64 && writes >> j & 1 == 1),
+                )?;
             }
             off += n;
         }
