@@ -207,25 +207,43 @@ impl Executor {
     /// the plan of a whole graph (a forward from an unevaluated graph) is
     /// kept under (key, node count), and a later graph with the same key
     /// and node count runs that plan instead of planning again, after a
-    /// linear check that every batch's nodes still carry its signature
-    /// (a mismatch plans afresh). Bucketing keys by bucket length, so the
+    /// linear check that the plan still fits (every computed node in one
+    /// batch with its signature, after the batches of its arguments; a
+    /// mismatch plans afresh). Bucketing keys by bucket length, so the
     /// unrolled plan of a length is made once. `None` turns it off.
     pub fn cache_plans_as(&mut self, key: Option<u64>) {
         self.cache_key = key;
     }
 
-    /// The cached plan for this graph, if one fits it.
+    /// The cached plan for this graph, if one fits it: every computed node
+    /// of the graph is in exactly one batch, carries that batch's
+    /// signature, and reads only leaves and nodes of earlier batches. A
+    /// graph with the same signatures but other wiring (a node reading
+    /// another of its cached batch) plans afresh.
     fn cached_plan(&self, g: &Graph, end: usize) -> Option<Plan> {
         let p = self.plan_cache.get(&(self.cache_key?, end))?;
-        let fits = p.batches.iter().all(|b| {
-            b.nodes.iter().all(|&n| {
-                n.index() < end && {
-                    let node = g.node(n);
-                    node.kind() == NodeKind::Op && node.sig() == b.sig
+        const UNSEEN: u32 = u32::MAX;
+        let mut batch_of = vec![UNSEEN; end];
+        let is_op = |n: NodeId| g.node(n).kind() == NodeKind::Op;
+        for (bi, b) in p.batches.iter().enumerate() {
+            let bi = u32::try_from(bi).ok()?;
+            for &n in &b.nodes {
+                let fits = n.index() < end
+                    && batch_of[n.index()] == UNSEEN
+                    && is_op(n)
+                    && g.node(n).sig() == b.sig
+                    && g.args(n)
+                        .iter()
+                        .all(|&a| !is_op(a) || batch_of[a.index()] < bi);
+                if !fits {
+                    return None;
                 }
-            })
-        });
-        fits.then(|| p.clone())
+                batch_of[n.index()] = bi;
+            }
+        }
+        let every_op_planned =
+            (0..end).all(|i| batch_of[i] != UNSEEN || !is_op(NodeId::from_index(i)));
+        every_op_planned.then(|| p.clone())
     }
 
     /// Starts a new graph: the last step's buffers go back to the arena
