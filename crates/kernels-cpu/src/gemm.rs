@@ -24,9 +24,11 @@
 use rayon::prelude::*;
 
 mod crossover;
+mod packed;
 #[cfg(test)]
 mod tile_bench;
 pub use crossover::Crossovers;
+pub use packed::PackedB;
 
 #[cfg(target_arch = "x86_64")]
 use crate::simd::avx2::gemm as avx2;

@@ -160,6 +160,41 @@ impl Case {
             self.check(&bufs, &got, isa.name());
         }
     }
+
+    /// Runs `pack_b` then `sgemm_packed`; returns the whole C buffer.
+    fn run_packed(&self, kern: &CpuKernels, bufs: &[Vec<f32>; 3]) -> Vec<f32> {
+        let [(_, lda), (_, ldb), (_, ldc)] = self.layout();
+        let packed = kern
+            .pack_b(self.tb, self.k, self.n, &bufs[1][self.off[1]..], ldb)
+            .unwrap();
+        assert_eq!(
+            (packed.k(), packed.n(), packed.isa()),
+            (self.k, self.n, kern.isa())
+        );
+        let mut c = bufs[2].clone();
+        kern.sgemm_packed(
+            self.ta,
+            self.m,
+            self.alpha,
+            &bufs[0][self.off[0]..],
+            lda,
+            &packed,
+            self.beta,
+            &mut c[self.off[2]..],
+            ldc,
+        )
+        .unwrap();
+        c
+    }
+
+    fn check_packed_all_isas(&self) {
+        let bufs = self.buffers();
+        for isa in Isa::supported() {
+            let kern = CpuKernels::with_isa(isa).unwrap();
+            let got = self.run_packed(&kern, &bufs);
+            self.check(&bufs, &got, &format!("packed {}", isa.name()));
+        }
+    }
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {
@@ -200,6 +235,86 @@ proptest! {
     #[test]
     fn matches_reference(case in case_strategy(40, 70)) {
         case.check_all_isas();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A packed B: partial panels (widths 16 and 48), every tile height.
+    #[test]
+    fn packed_matches_reference(case in case_strategy(40, 110)) {
+        case.check_packed_all_isas();
+    }
+}
+
+/// A packed B over several k blocks (256 rows each), rows split over two
+/// threads, the panels' edges; both transposes of each operand.
+#[test]
+fn packed_large_shapes() {
+    let shapes = [
+        (130, 750, 300), // row split at 2 threads, partial AVX-512 panel
+        (64, 450, 600),  // three k blocks
+        (17, 47, 257),   // one row past the small path, one past a k block
+        (300, 16, 20),   // a single AVX2 panel
+        (1, 49, 3),      // one row, a 1-column last panel
+        (5, 0, 7),       // nothing to compute
+        (6, 9, 0),       // k = 0: C = beta C
+    ];
+    for threads in [1, 2] {
+        pool(threads).install(|| {
+            for (s, &(m, n, k)) in shapes.iter().enumerate() {
+                for (t, (ta, tb)) in T.iter().flat_map(|&a| T.map(|b| (a, b))).enumerate() {
+                    Case {
+                        ta,
+                        tb,
+                        m,
+                        n,
+                        k,
+                        alpha: [1.0, 0.75][t % 2],
+                        beta: [0.0, 1.0, -0.5][(s + t) % 3],
+                        pad: [2, 3, 1],
+                        off: [3, 1, 2],
+                        seed: 100 + (s * 4 + t) as u64,
+                    }
+                    .check_packed_all_isas();
+                }
+            }
+        });
+    }
+}
+
+/// Panels packed for one ISA are refused by a handle of another; short
+/// slices are errors, not panics.
+#[test]
+fn packed_errors() {
+    let scalar = CpuKernels::with_isa(Isa::Scalar).unwrap();
+    let b = vec![1.0f32; 12];
+    let short = scalar.pack_b(Transpose::No, 4, 4, &b, 4).unwrap_err();
+    assert!(matches!(short, KernelError::TooShort { .. }), "{short}");
+    let bad_ld = scalar.pack_b(Transpose::Yes, 3, 4, &b, 2).unwrap_err();
+    assert!(matches!(bad_ld, KernelError::Invalid { .. }), "{bad_ld}");
+    let packed = scalar.pack_b(Transpose::No, 3, 4, &b, 4).unwrap();
+    let a = vec![1.0f32; 6];
+    let mut c = vec![0.0f32; 8];
+    scalar
+        .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c, 4)
+        .unwrap();
+    assert_eq!(c, vec![3.0; 8]);
+    let short_c = scalar
+        .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c[..7], 4)
+        .unwrap_err();
+    assert!(matches!(short_c, KernelError::TooShort { .. }), "{short_c}");
+    let short_a = scalar
+        .sgemm_packed(Transpose::Yes, 3, 1.0, &a, 3, &packed, 0.0, &mut c, 4)
+        .unwrap_err();
+    assert!(matches!(short_a, KernelError::TooShort { .. }), "{short_a}");
+    for isa in Isa::supported().into_iter().filter(|&i| i != Isa::Scalar) {
+        let other = CpuKernels::with_isa(isa).unwrap();
+        let err = other
+            .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c, 4)
+            .unwrap_err();
+        assert!(err.to_string().contains("packed for Scalar"), "{err}");
     }
 }
 

@@ -10,7 +10,9 @@
 //! (the size class of the tree models' weights) for `m` in 16, 24, 32, 48,
 //! 64, 96, 128, 192, 256, and keeps the largest `m` up to which the tiles
 //! are at least 5% faster. About 40 ms, once per ISA (on the Xeon: AVX2
-//! nn 24, tn 16, bt 16; AVX-512 nn 128-192, tn 64-128, bt 16-24).
+//! nn 24, tn 16, bt 16; AVX-512 nn 128-192, tn 64-128, bt 16-24). It also
+//! times the tiles on a packed B against matrixmultiply at 256 rows: the
+//! packed path ([`CpuKernels::sgemm_packed`]) is taken only where it wins.
 //! `SHEAF_GEMM_CROSSOVER=fixed` skips it and uses the limits measured on
 //! the Zen 3 for both (results then do not vary in their last bits from
 //! process to process with the timing).
@@ -30,6 +32,10 @@ pub struct Crossovers {
     pub nn: usize,
     pub tn: usize,
     pub bt: usize,
+    /// Whether the tiles on a packed B ([`CpuKernels::sgemm_packed`]) are
+    /// faster than matrixmultiply at `256 x 300 x 450` (packing not
+    /// counted: it is paid once per weight and step).
+    pub packed: bool,
 }
 
 impl Crossovers {
@@ -38,6 +44,7 @@ impl Crossovers {
         nn: WIDE_ROWS_NN,
         tn: WIDE_ROWS_TN,
         bt: WIDE_ROWS_BT,
+        packed: true,
     };
 }
 
@@ -100,11 +107,49 @@ fn measure(isa: Isa) -> Crossovers {
         }
         best
     };
-    Crossovers {
-        nn: limit(Transpose::No, Transpose::No),
-        tn: limit(Transpose::Yes, Transpose::No),
-        bt: limit(Transpose::No, Transpose::Yes),
-    }
+    let (nn, tn, bt) = (
+        limit(Transpose::No, Transpose::No),
+        limit(Transpose::Yes, Transpose::No),
+        limit(Transpose::No, Transpose::Yes),
+    );
+    let packed = {
+        let m = CANDIDATES[CANDIDATES.len() - 1];
+        let g = Gemm {
+            ta: Transpose::No,
+            tb: Transpose::No,
+            m,
+            n: N,
+            k: K,
+            alpha: 1.0,
+            beta: 0.0,
+            lda: K,
+            ldb: N,
+            ldc: N,
+        };
+        match k.pack_b(Transpose::No, K, N, &b, N) {
+            Ok(pb) => {
+                // One thread, as matrixmultiply_leaf.
+                let geom = super::SmallGeom {
+                    m,
+                    n: N,
+                    k: K,
+                    alpha: 1.0,
+                    beta: 0.0,
+                    rsa: K,
+                    csa: 1,
+                    ldb: pb.width(),
+                    ldc: N,
+                };
+                let tiles = best_of(|| k.packed_leaf(&geom, &a, &pb, &mut c));
+                let library = best_of(|| {
+                    let _ = matrixmultiply_leaf(&g, &a, &b, &mut c);
+                });
+                tiles < library
+            }
+            Err(_) => false,
+        }
+    };
+    Crossovers { nn, tn, bt, packed }
 }
 
 /// The fastest of five timed calls, after one untimed.
