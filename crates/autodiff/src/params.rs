@@ -288,9 +288,13 @@ impl ParamStore {
         self.key
     }
 
-    /// The current value of a parameter by id (for executors).
+    /// The current value of a parameter by id (for executors). Marks it
+    /// as a weight ([`Tensor::mark_as_weight`]): the products of a step
+    /// that read it then pack it once.
     pub fn value_of(&self, id: ParamId) -> Result<&Tensor> {
-        self.value_by_id(id, "value")
+        let v = self.value_by_id(id, "value")?;
+        v.mark_as_weight();
+        Ok(v)
     }
 
     pub(crate) fn value_by_id(&self, id: ParamId, op: &'static str) -> Result<&Tensor> {

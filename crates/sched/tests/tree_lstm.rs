@@ -3,8 +3,9 @@
 
 use rand_free::Lcg;
 use sheaf_autodiff::{Expr, Graph, Optimizer, Param, ParamStore, Sequential};
+use sheaf_kernels_cpu::CpuKernels;
 use sheaf_sched::{Executor, Strategy};
-use sheaf_tensor::{Adagrad, Device, Tensor};
+use sheaf_tensor::{Adagrad, Device, Sgd, Tensor};
 
 mod rand_free {
     /// A tiny deterministic generator, so the test needs no RNG crate.
@@ -198,6 +199,75 @@ fn batched_equals_sequential(p: f32) {
             &reference.2,
             &format!("{st:?} states and their grads"),
         );
+    }
+}
+
+/// Training steps update the weights in place between steps; products
+/// with more than 16 rows and inner and outer sizes above 16 read them
+/// packed (`sheaf_tensor`'s `cpu/packed.rs`), a copy dropped by every
+/// update. Five SGD steps batched follow five steps of Sequential (whose
+/// one-row products never pack), loss by loss and in the final weights: a
+/// packed copy outliving an update would run a step on old weights.
+#[test]
+fn training_steps_with_packed_weights_follow_sequential() {
+    let train = |strategy: Option<Strategy>| -> (Vec<f32>, Vec<Vec<f32>>) {
+        let mut rng = Lcg(23);
+        let mut store = ParamStore::new();
+        let m = model(&mut store, &mut rng, 60, 24, 20);
+        let trees: Vec<Tree> = (0..10)
+            .map(|i| random_tree(&mut rng, 6 + i * 7 % 11, 60))
+            .collect();
+        let mut opt = Optimizer::sgd(Sgd {
+            lr: 0.02,
+            momentum: 0.0,
+            weight_decay: 0.0,
+        });
+        let mut exec = strategy.map(Executor::new);
+        let mut losses_per_step = Vec::new();
+        for _ in 0..5 {
+            let mut g = Graph::new();
+            let mut losses = Vec::new();
+            for (i, t) in trees.iter().enumerate() {
+                build(&mut g, &m, t, i as u32 % 5, &mut losses);
+            }
+            let loss = g.sum(&losses).unwrap();
+            match exec.as_mut() {
+                Some(e) => {
+                    e.forward(&mut g, &store, loss).unwrap();
+                    e.backward(&mut g, &store, loss).unwrap();
+                }
+                None => Sequential::new().backward(&mut g, &store, loss).unwrap(),
+            }
+            losses_per_step.push(g.value(loss).unwrap().to_vec::<f32>().unwrap()[0]);
+            drop(g);
+            if strategy.is_some() {
+                // The leaf batch (111 rows) packed its weight where this
+                // machine's calibration lets the kernels pack.
+                let packs = CpuKernels::new().packs_b(111, 60, 24);
+                let held = store.value(&m.w_leaf).unwrap().packed_bytes();
+                assert_eq!(held > 0, packs, "{held} bytes packed");
+            }
+            opt.step(&mut store).unwrap();
+        }
+        let weights = store
+            .params()
+            .iter()
+            .map(|p| store.value(p).unwrap().to_vec::<f32>().unwrap())
+            .collect();
+        (losses_per_step, weights)
+    };
+    let reference = train(None);
+    assert!(
+        reference.0[4] < reference.0[0] * 0.998,
+        "the steps train: {:?}",
+        reference.0
+    );
+    for st in [Strategy::Depth, Strategy::Agenda] {
+        let got = train(Some(st));
+        close(&got.0, &reference.0, &format!("{st:?} losses"));
+        for (i, (a, b)) in got.1.iter().zip(&reference.1).enumerate() {
+            close(a, b, &format!("{st:?} weights of param {i} after 5 steps"));
+        }
     }
 }
 

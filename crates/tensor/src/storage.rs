@@ -7,6 +7,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::cpu::packed::PackCache;
 use crate::dtype::Element;
 use crate::error::{Result, TensorError};
 use crate::Device;
@@ -94,10 +95,22 @@ impl Storage {
     }
 }
 
-/// A zero-initialised, 64-byte aligned host buffer.
-#[derive(Clone)]
+/// A zero-initialised, 64-byte aligned host buffer, with the packed copies
+/// the CPU's products keep of it when it is a weight (`cpu/packed.rs`),
+/// dropped on every mutable access.
 pub(crate) struct HostStorage {
     blocks: Vec<Block>,
+    pack: PackCache,
+}
+
+impl Clone for HostStorage {
+    /// A copy of the elements; packed copies are not carried over.
+    fn clone(&self) -> Self {
+        HostStorage {
+            blocks: self.blocks.clone(),
+            pack: self.pack.same_mark(),
+        }
+    }
 }
 
 impl HostStorage {
@@ -113,7 +126,10 @@ impl HostStorage {
             .try_reserve_exact(n)
             .map_err(|_| TensorError::AllocFailed { bytes })?;
         blocks.resize(n, Block::zeroed());
-        Ok(HostStorage { blocks })
+        Ok(HostStorage {
+            blocks,
+            pack: PackCache::default(),
+        })
     }
 
     /// A one-block buffer holding `value` first. Infallible like any tiny
@@ -121,6 +137,7 @@ impl HostStorage {
     pub(crate) fn from_value<T: Element>(value: T) -> HostStorage {
         let mut storage = HostStorage {
             blocks: vec![Block::zeroed()],
+            pack: PackCache::default(),
         };
         if let Some(first) = storage.as_mut_slice::<T>().first_mut() {
             *first = value;
@@ -141,8 +158,9 @@ impl HostStorage {
         bytemuck::cast_slice(&self.blocks)
     }
 
-    /// The whole buffer as mutable bytes.
+    /// The whole buffer as mutable bytes (packed copies of it are dropped).
     pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        self.pack.clear();
         bytemuck::cast_slice_mut(&mut self.blocks)
     }
 
@@ -152,8 +170,15 @@ impl HostStorage {
         bytemuck::cast_slice(&self.blocks)
     }
 
-    /// The whole buffer as mutable elements of type `T`.
+    /// The whole buffer as mutable elements of type `T` (packed copies of
+    /// it are dropped).
     pub(crate) fn as_mut_slice<T: Element>(&mut self) -> &mut [T] {
+        self.pack.clear();
         bytemuck::cast_slice_mut(&mut self.blocks)
+    }
+
+    /// The packed copies of this buffer (see `cpu/packed.rs`).
+    pub(crate) fn pack_cache(&self) -> &PackCache {
+        &self.pack
     }
 }

@@ -233,6 +233,33 @@ impl Tensor {
         }
     }
 
+    /// Marks this tensor's buffer as a weight, one that many matrix products
+    /// read unchanged (parameter stores mark what executors read). On the
+    /// CPU, products that gain from it then pack the buffer once into the
+    /// kernels' panels and keep that copy until the buffer is next written
+    /// (every write drops it), instead of packing it per product. Copies
+    /// of the buffer stay marked; elsewhere it changes nothing.
+    pub fn mark_as_weight(&self) {
+        if let Some(cache) = self.pack_cache() {
+            cache.mark_as_weight();
+        }
+    }
+
+    /// Bytes of the packed copies kept of this tensor's buffer (see
+    /// [`Tensor::mark_as_weight`]).
+    pub fn packed_bytes(&self) -> usize {
+        self.pack_cache().map_or(0, |c| c.bytes())
+    }
+
+    /// The packed copies of a host buffer.
+    pub(crate) fn pack_cache(&self) -> Option<&crate::cpu::packed::PackCache> {
+        match &*self.storage {
+            Storage::Host(h) => Some(h.pack_cache()),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => None,
+        }
+    }
+
     /// Whether `self` and `other` view the same buffer.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)
@@ -334,7 +361,8 @@ impl Tensor {
         }
     }
 
-    /// A tensor of the same shape in its own, fresh storage.
+    /// A tensor of the same shape in its own, fresh storage (marked as a
+    /// weight if this one is: [`Tensor::mark_as_weight`]).
     pub fn deep_clone(&self) -> Result<Tensor> {
         #[cfg(feature = "cuda")]
         if let Storage::Cuda(c) = &*self.storage {
@@ -350,6 +378,10 @@ impl Tensor {
         let region = &host.as_bytes()[self.offset * size..(self.offset + self.numel()) * size];
         let mut fresh = HostStorage::zeroed(region.len())?;
         fresh.as_bytes_mut()[..region.len()].copy_from_slice(region);
+        // A weight's copy (its copy on write, too) is still a weight.
+        if host.pack_cache().is_weight() {
+            fresh.pack_cache().mark_as_weight();
+        }
         Ok(Tensor::from_storage(
             Storage::Host(fresh),
             self.shape,

@@ -135,53 +135,78 @@ impl CpuKernels {
         b: &[f32],
         ldb: usize,
     ) -> Result<PackedB> {
+        let mut packed = PackedB {
+            isa: self.isa(),
+            k: 0,
+            n: 0,
+            width: panel_width(self.isa()),
+            data: Vec::new(),
+            start: 0,
+        };
+        self.repack_b(&mut packed, tb, k, n, b, ldb)?;
+        Ok(packed)
+    }
+
+    /// [`CpuKernels::pack_b`] into `packed`, reusing its memory (a weight
+    /// packed again after each update allocates nothing).
+    ///
+    /// # Errors
+    /// As [`CpuKernels::pack_b`]; `packed` is then empty (`k = n = 0`).
+    pub fn repack_b(
+        &self,
+        packed: &mut PackedB,
+        tb: Transpose,
+        k: usize,
+        n: usize,
+        b: &[f32],
+        ldb: usize,
+    ) -> Result<()> {
+        let width = panel_width(self.isa());
+        let mut data = std::mem::take(&mut packed.data);
+        data.clear();
+        *packed = PackedB {
+            isa: self.isa(),
+            k: 0,
+            n: 0,
+            width,
+            data,
+            start: 0,
+        };
         let stored = match tb {
             Transpose::No => (k, n),
             Transpose::Yes => (n, k),
         };
         super::check_operand("b", "ldb", stored, ldb, b.len())?;
-        let width = panel_width(self.isa());
-        let panels = n.div_ceil(width);
         let no_memory = || KernelError::Invalid {
             kernel: "pack_b",
             what: format!("cannot allocate the panels of a {k} x {n} B"),
         };
+        let panels = n.div_ceil(width);
+        // 16 elements of slack to start the panels on a 64-byte boundary.
         let len = panels
             .checked_mul(k)
             .and_then(|x| x.checked_mul(width))
             .and_then(|x| x.checked_add(16))
             .ok_or_else(no_memory)?;
-        let mut data = Vec::new();
+        let data = &mut packed.data;
         data.try_reserve_exact(len).map_err(|_| no_memory())?;
-        data.resize(len, 0.0);
+        // Written front to back within the reserved capacity (no
+        // reallocation, so the alignment found here holds).
         let start = data.as_ptr().align_offset(64).min(16);
-        let out = &mut data[start..];
-        for (j, panel) in out
-            .chunks_exact_mut((k * width).max(1))
-            .take(panels)
-            .enumerate()
-        {
-            let j0 = j * width;
+        data.resize(start, 0.0);
+        for j0 in (0..n).step_by(width) {
             let w = width.min(n - j0);
-            for (p, row) in panel.chunks_exact_mut(width).enumerate() {
+            for p in 0..k {
                 match tb {
-                    Transpose::No => row[..w].copy_from_slice(&b[p * ldb + j0..p * ldb + j0 + w]),
-                    Transpose::Yes => {
-                        for (q, x) in row[..w].iter_mut().enumerate() {
-                            *x = b[(j0 + q) * ldb + p];
-                        }
-                    }
+                    Transpose::No => data.extend_from_slice(&b[p * ldb + j0..p * ldb + j0 + w]),
+                    Transpose::Yes => data.extend((j0..j0 + w).map(|j| b[j * ldb + p])),
                 }
+                data.resize(data.len() + width - w, 0.0);
             }
         }
-        Ok(PackedB {
-            isa: self.isa(),
-            k,
-            n,
-            width,
-            data,
-            start,
-        })
+        data.resize(len, 0.0);
+        (packed.k, packed.n, packed.start) = (k, n, start);
+        Ok(())
     }
 
     /// C = alpha op(A) B + beta C with B packed by [`CpuKernels::pack_b`]

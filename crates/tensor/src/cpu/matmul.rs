@@ -7,6 +7,11 @@
 //! contract between the two crates.
 #![allow(clippy::too_many_arguments)]
 
+use std::sync::Arc;
+
+use sheaf_kernels_cpu::gemm::PackedB;
+
+use super::packed::PackKey;
 use super::{f32_in, f32_out, CpuBackend};
 use crate::backend::MatmulOps;
 use crate::check;
@@ -26,6 +31,7 @@ impl MatmulOps for CpuBackend {
     ) -> Result<()> {
         const OP: &str = "matmul";
         let d = check::matmul(a.shape(), ta, b.shape(), tb, out.shape())?;
+        let b_t = b;
         let (a, b) = (f32_in(OP, "a", a)?, f32_in(OP, "b", b)?);
         let c = f32_out(OP, "out", out)?;
         if d.m == 0 || d.n == 0 {
@@ -39,10 +45,53 @@ impl MatmulOps for CpuBackend {
             }
             return Ok(());
         }
+        if let Some(packed) = self.packed_weight(b_t, b, tb, &d)? {
+            return self
+                .kernels
+                .sgemm_packed(ta, d.m, alpha, a, d.lda, &packed, beta, c, d.ldc)
+                .map_err(TensorError::kernel(OP));
+        }
         self.kernels
             .sgemm(
                 ta, tb, d.m, d.n, d.k, alpha, a, d.lda, b, d.ldb, beta, c, d.ldc,
             )
             .map_err(TensorError::kernel(OP))
+    }
+}
+
+impl CpuBackend {
+    /// B packed once (`cpu/packed.rs`) when it is a weight and the product
+    /// gains from it; `b` is `b_t`'s elements.
+    fn packed_weight(
+        &self,
+        b_t: &Tensor,
+        b: &[f32],
+        tb: Transpose,
+        d: &check::MatmulDims,
+    ) -> Result<Option<Arc<PackedB>>> {
+        let Some(cache) = b_t.pack_cache() else {
+            return Ok(None);
+        };
+        if !cache.is_weight() || !self.kernels.packs_b(d.m, d.n, d.k) {
+            return Ok(None);
+        }
+        let key = PackKey {
+            offset: b_t.offset(),
+            tb,
+            k: d.k,
+            n: d.n,
+            ldb: d.ldb,
+            isa: self.kernels.isa(),
+        };
+        cache
+            .get_or_pack(key, |spare| match spare {
+                Some(mut p) => self
+                    .kernels
+                    .repack_b(&mut p, tb, d.k, d.n, b, d.ldb)
+                    .map(|()| p),
+                None => self.kernels.pack_b(tb, d.k, d.n, b, d.ldb),
+            })
+            .map(Some)
+            .map_err(TensorError::kernel("matmul"))
     }
 }

@@ -19,6 +19,7 @@ mod cells;
 mod elementwise;
 mod matmul;
 mod optim;
+pub(crate) mod packed;
 mod rows;
 mod softmax;
 mod state_cells;

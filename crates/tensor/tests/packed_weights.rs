@@ -1,0 +1,140 @@
+//! Weights packed once for the CPU's products (`cpu/packed.rs`): a marked
+//! weight gives the products' results (against an f64 reference, every
+//! ISA, both ways a weight is read), keeps its packed copies between
+//! products, and drops them on every write, in place or copy-on-write, so
+//! a product never reads values the weight no longer has.
+
+use sheaf_kernels_cpu::{CpuKernels, Isa};
+use sheaf_tensor::prelude::*;
+use sheaf_tensor::{CpuBackend, Tensor, Transpose};
+
+/// Deterministic values in [-1, 1).
+fn values(seed: u64, len: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+const M: usize = 40;
+const IN: usize = 37;
+const OUT: usize = 53;
+
+/// `x W^T` (x `[M, IN]`) or, with `tb` No, `x W` (x `[M, OUT]`), through
+/// `be`, checked against f64 on `w_now`; returns the result.
+fn product(be: &CpuBackend, x: &Tensor, w: &Tensor, w_now: &[f32], tb: Transpose) -> Vec<f32> {
+    let (k, n) = match tb {
+        Transpose::Yes => (IN, OUT),
+        Transpose::No => (OUT, IN),
+    };
+    let mut out = Tensor::from_vec(vec![f32::NAN; M * n], [M, n]).unwrap();
+    be.matmul(x, Transpose::No, w, tb, 1.0, 0.0, out.view_mut().unwrap())
+        .unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    let xv = x.to_vec::<f32>().unwrap();
+    for i in 0..M {
+        for j in 0..n {
+            let (mut s, mut mag) = (0.0f64, 0.0f64);
+            for p in 0..k {
+                let b = match tb {
+                    Transpose::Yes => w_now[j * IN + p],
+                    Transpose::No => w_now[p * IN + j],
+                };
+                let t = f64::from(xv[i * k + p]) * f64::from(b);
+                s += t;
+                mag += t.abs();
+            }
+            let tol = 2.0 * (k + 2) as f64 * f64::from(f32::EPSILON) * mag + 1e-30;
+            let err = (f64::from(got[i * n + j]) - s).abs();
+            assert!(err <= tol, "{tb:?} [{i},{j}]: {} vs {s}", got[i * n + j]);
+        }
+    }
+    got
+}
+
+#[test]
+fn marked_weights_are_packed_once_and_dropped_on_write() {
+    for isa in Isa::supported() {
+        let be = CpuBackend::with_kernels(CpuKernels::with_isa(isa).unwrap());
+        let packs = CpuKernels::with_isa(isa).unwrap().packs_b(M, OUT, IN);
+        let mut wv = values(1, OUT * IN);
+        let mut w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
+        w.mark_as_weight();
+        let x_t = Tensor::from_vec(values(2, M * IN), [M, IN]).unwrap();
+        let x_n = Tensor::from_vec(values(3, M * OUT), [M, OUT]).unwrap();
+        assert_eq!(w.packed_bytes(), 0, "{isa:?}");
+
+        let first = product(&be, &x_t, &w, &wv, Transpose::Yes);
+        product(&be, &x_n, &w, &wv, Transpose::No);
+        let held = w.packed_bytes();
+        assert_eq!(held > 0, packs, "{isa:?}: packed {held} bytes");
+        // Again: the same copies, bit for bit the same result.
+        assert_eq!(product(&be, &x_t, &w, &wv, Transpose::Yes), first);
+        assert_eq!(w.packed_bytes(), held, "{isa:?}: packed again");
+
+        // A write in place drops the copies; the products see the new values.
+        w.as_mut_slice::<f32>().unwrap()[5] = 3.0;
+        wv[5] = 3.0;
+        assert_eq!(w.packed_bytes(), 0, "{isa:?}");
+        product(&be, &x_t, &w, &wv, Transpose::Yes);
+        product(&be, &x_n, &w, &wv, Transpose::No);
+
+        // Copy on write: the clone keeps the old values and its copies, the
+        // written tensor gets a fresh buffer, still marked.
+        let old = w.clone();
+        let old_v = wv.clone();
+        w.as_mut_slice::<f32>().unwrap()[OUT * IN - 1] = -2.0;
+        wv[OUT * IN - 1] = -2.0;
+        assert!(!w.shares_storage(&old));
+        assert_eq!(old.packed_bytes() > 0, packs, "{isa:?}");
+        assert_eq!(w.packed_bytes(), 0, "{isa:?}");
+        product(&be, &x_t, &old, &old_v, Transpose::Yes);
+        product(&be, &x_t, &w, &wv, Transpose::Yes);
+        product(&be, &x_n, &w, &wv, Transpose::No);
+        assert_eq!(w.packed_bytes() > 0, packs, "{isa:?}: the copy is marked");
+
+        // A view of part of the weight is packed as that view.
+        let rows = w.rows(0..IN).unwrap();
+        let top: Vec<f32> = wv[..IN * IN].to_vec();
+        let x_sq = Tensor::from_vec(values(4, M * IN), [M, IN]).unwrap();
+        let mut out = Tensor::from_vec(vec![0.0; M * IN], [M, IN]).unwrap();
+        be.matmul(
+            &x_sq,
+            Transpose::No,
+            &rows,
+            Transpose::No,
+            1.0,
+            0.0,
+            out.view_mut().unwrap(),
+        )
+        .unwrap();
+        let got = out.to_vec::<f32>().unwrap();
+        let xv = x_sq.to_vec::<f32>().unwrap();
+        for i in 0..M {
+            for j in 0..IN {
+                let s: f64 = (0..IN)
+                    .map(|p| f64::from(xv[i * IN + p]) * f64::from(top[p * IN + j]))
+                    .sum();
+                assert!(
+                    (f64::from(got[i * IN + j]) - s).abs() < 1e-4,
+                    "view [{i},{j}]"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn unmarked_tensors_are_never_packed() {
+    let be = CpuBackend::with_kernels(CpuKernels::new());
+    let wv = values(5, OUT * IN);
+    let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
+    let x = Tensor::from_vec(values(6, M * IN), [M, IN]).unwrap();
+    product(&be, &x, &w, &wv, Transpose::Yes);
+    assert_eq!(w.packed_bytes(), 0);
+}
