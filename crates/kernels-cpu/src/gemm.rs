@@ -442,7 +442,7 @@ impl CpuKernels {
                 // SAFETY: isa Avx512 proves AVX-512F+AVX2+FMA; `g.check`
                 // proved a, b, c span op(A) (rsa, csa strides), B (k x n,
                 // ldb) and C.
-                unsafe { avx512::sgemm_bn(&geom, a, b, c, g.k <= SMALL_K) }
+                unsafe { avx512::sgemm_bn(&geom, a, b, c, g.k <= SMALL_K, None) }
             }
             #[cfg(target_arch = "x86_64")]
             (Isa::Avx512, Transpose::Yes) if g.m > 2 => {
@@ -463,7 +463,7 @@ impl CpuKernels {
                 // SAFETY: isa Avx2 or Avx512 proves AVX2+FMA; `g.check`
                 // proved a, b, c span op(A) (rsa, csa strides), B (k x n,
                 // ldb) and C.
-                unsafe { avx2::sgemm_bn(&geom, a, b, c, g.k <= SMALL_K) }
+                unsafe { avx2::sgemm_bn(&geom, a, b, c, g.k <= SMALL_K, None) }
             }
             #[cfg(target_arch = "x86_64")]
             (Isa::Avx2 | Isa::Avx512, Transpose::Yes) => {

@@ -98,6 +98,11 @@ impl Case {
     /// Checks `got` (the whole C buffer) against the f64 reference; elements
     /// outside C (padding, prefix) must be untouched.
     fn check(&self, bufs: &[Vec<f32>; 3], got: &[f32], what: &str) {
+        self.check_with_bias(bufs, got, what, None);
+    }
+
+    /// [`Case::check`] with `bias[j]` added to every row.
+    fn check_with_bias(&self, bufs: &[Vec<f32>; 3], got: &[f32], what: &str, bias: Option<&[f32]>) {
         let [(_, lda), (_, ldb), (_, ldc)] = self.layout();
         let a = |i: usize, p: usize| {
             let idx = if self.ta == Transpose::No {
@@ -131,8 +136,9 @@ impl Case {
                 } else {
                     f64::from(bufs[2][ci])
                 };
-                let want = alpha * s + f64::from(self.beta) * old;
-                let scale = alpha.abs() * mag + (f64::from(self.beta) * old).abs();
+                let add = bias.map_or(0.0, |b| f64::from(b[j]));
+                let want = alpha * s + f64::from(self.beta) * old + add;
+                let scale = alpha.abs() * mag + (f64::from(self.beta) * old).abs() + add.abs();
                 let tol = 2.0 * (self.k + 2) as f64 * f64::from(f32::EPSILON) * scale + 1e-30;
                 let err = (f64::from(got[ci]) - want).abs();
                 assert!(
@@ -162,7 +168,12 @@ impl Case {
     }
 
     /// Runs `pack_b` then `sgemm_packed`; returns the whole C buffer.
-    fn run_packed(&self, kern: &CpuKernels, bufs: &[Vec<f32>; 3]) -> Vec<f32> {
+    fn run_packed(
+        &self,
+        kern: &CpuKernels,
+        bufs: &[Vec<f32>; 3],
+        bias: Option<&[f32]>,
+    ) -> Vec<f32> {
         let [(_, lda), (_, ldb), (_, ldc)] = self.layout();
         let packed = kern
             .pack_b(self.tb, self.k, self.n, &bufs[1][self.off[1]..], ldb)
@@ -182,17 +193,23 @@ impl Case {
             self.beta,
             &mut c[self.off[2]..],
             ldc,
+            bias,
         )
         .unwrap();
         c
     }
 
+    /// The packed path, without and with a bias row, every ISA.
     fn check_packed_all_isas(&self) {
         let bufs = self.buffers();
+        let bias = fill(self.seed + 7, self.n);
         for isa in Isa::supported() {
             let kern = CpuKernels::with_isa(isa).unwrap();
-            let got = self.run_packed(&kern, &bufs);
+            let got = self.run_packed(&kern, &bufs, None);
             self.check(&bufs, &got, &format!("packed {}", isa.name()));
+            let got = self.run_packed(&kern, &bufs, Some(&bias));
+            let what = format!("packed {} with bias", isa.name());
+            self.check_with_bias(&bufs, &got, &what, Some(&bias));
         }
     }
 }
@@ -298,21 +315,47 @@ fn packed_errors() {
     let a = vec![1.0f32; 6];
     let mut c = vec![0.0f32; 8];
     scalar
-        .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c, 4)
+        .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c, 4, None)
         .unwrap();
     assert_eq!(c, vec![3.0; 8]);
     let short_c = scalar
-        .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c[..7], 4)
+        .sgemm_packed(
+            Transpose::No,
+            2,
+            1.0,
+            &a,
+            3,
+            &packed,
+            0.0,
+            &mut c[..7],
+            4,
+            None,
+        )
         .unwrap_err();
     assert!(matches!(short_c, KernelError::TooShort { .. }), "{short_c}");
     let short_a = scalar
-        .sgemm_packed(Transpose::Yes, 3, 1.0, &a, 3, &packed, 0.0, &mut c, 4)
+        .sgemm_packed(Transpose::Yes, 3, 1.0, &a, 3, &packed, 0.0, &mut c, 4, None)
         .unwrap_err();
     assert!(matches!(short_a, KernelError::TooShort { .. }), "{short_a}");
+    let short_bias = scalar
+        .sgemm_packed(
+            Transpose::No,
+            2,
+            1.0,
+            &a,
+            3,
+            &packed,
+            0.0,
+            &mut c,
+            4,
+            Some(&b[..3]),
+        )
+        .unwrap_err();
+    assert!(short_bias.to_string().contains("bias"), "{short_bias}");
     for isa in Isa::supported().into_iter().filter(|&i| i != Isa::Scalar) {
         let other = CpuKernels::with_isa(isa).unwrap();
         let err = other
-            .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c, 4)
+            .sgemm_packed(Transpose::No, 2, 1.0, &a, 3, &packed, 0.0, &mut c, 4, None)
             .unwrap_err();
         assert!(err.to_string().contains("packed for Scalar"), "{err}");
     }

@@ -138,3 +138,47 @@ fn unmarked_tensors_are_never_packed() {
     product(&be, &x, &w, &wv, Transpose::Yes);
     assert_eq!(w.packed_bytes(), 0);
 }
+
+/// `matmul_bias` (an affine layer's forward) with the weight packed (the
+/// bias added by the tiles) and not (broadcast first), both ways the weight
+/// is read; a bias of the wrong shape is an error naming it.
+#[test]
+fn matmul_bias_packed_or_not() {
+    for isa in Isa::supported() {
+        let be = CpuBackend::with_kernels(CpuKernels::with_isa(isa).unwrap());
+        let wv = values(7, OUT * IN);
+        for marked in [false, true] {
+            let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
+            if marked {
+                w.mark_as_weight();
+            }
+            for tb in [Transpose::Yes, Transpose::No] {
+                let (k, n) = match tb {
+                    Transpose::Yes => (IN, OUT),
+                    Transpose::No => (OUT, IN),
+                };
+                let x = Tensor::from_vec(values(8, M * k), [M, k]).unwrap();
+                let bv = values(9, n);
+                let bias = Tensor::from_vec(bv.clone(), [n]).unwrap();
+                let mut out = Tensor::from_vec(vec![f32::NAN; M * n], [M, n]).unwrap();
+                be.matmul_bias(&x, Transpose::No, &w, tb, &bias, out.view_mut().unwrap())
+                    .unwrap();
+                let mut plain = Tensor::from_vec(vec![0.0; M * n], [M, n]).unwrap();
+                let got = out.to_vec::<f32>().unwrap();
+                let product = product(&be, &x, &w, &wv, tb);
+                for (i, (&g, &p)) in got.iter().zip(&product).enumerate() {
+                    let want = p + bv[i % n];
+                    assert!(
+                        (g - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                        "{isa:?} marked {marked} {tb:?} [{i}]: {g} vs {want}"
+                    );
+                }
+                let wrong = Tensor::from_vec(vec![0.0; n + 1], [n + 1]).unwrap();
+                let err = be
+                    .matmul_bias(&x, Transpose::No, &w, tb, &wrong, plain.view_mut().unwrap())
+                    .unwrap_err();
+                assert!(err.to_string().contains("row"), "{err}");
+            }
+        }
+    }
+}

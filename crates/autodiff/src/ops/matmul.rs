@@ -197,12 +197,23 @@ impl Op for Affine {
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         let mut out = cx.out;
         let mut beta = 0.0;
+        let mut terms = self.terms(cx.args.len());
         if self.bias {
             let bias = cx.args.first().ok_or(bad_args(self.name_of()))?;
-            cx.backend.broadcast_row(bias, out.reborrow())?;
+            let (w, x) = terms.next().ok_or(bad_args(self.name_of()))?;
+            // out [b, out] = X [b, in] W^T + bias, the bias added by the
+            // product itself where the backend can.
+            cx.backend.matmul_bias(
+                &cx.args[x],
+                Transpose::No,
+                &cx.args[w],
+                Transpose::Yes,
+                bias,
+                out.reborrow(),
+            )?;
             beta = 1.0;
         }
-        for (w, x) in self.terms(cx.args.len()) {
+        for (w, x) in terms {
             // out [b, out] (+)= X [b, in] W^T.
             cx.backend.matmul(
                 &cx.args[x],

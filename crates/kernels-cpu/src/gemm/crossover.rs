@@ -140,7 +140,7 @@ fn measure(isa: Isa) -> Crossovers {
                     ldb: pb.width(),
                     ldc: N,
                 };
-                let tiles = best_of(|| k.packed_leaf(&geom, &a, &pb, &mut c));
+                let tiles = best_of(|| k.packed_leaf(&geom, &a, &pb, &mut c, None));
                 let library = best_of(|| {
                     let _ = matrixmultiply_leaf(&g, &a, &b, &mut c);
                 });

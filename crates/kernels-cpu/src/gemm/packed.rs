@@ -209,15 +209,19 @@ impl CpuKernels {
         Ok(())
     }
 
-    /// C = alpha op(A) B + beta C with B packed by [`CpuKernels::pack_b`]
-    /// of a handle of this ISA; op(A) is `m x k` (A stored `m x k` when
-    /// `ta` is `No`, `k x m` when `Yes`, row stride `lda`), C `m x n` with
-    /// row stride `ldc`. Splits into bands of rows over the current rayon
-    /// pool when large. Semantics otherwise as [`CpuKernels::sgemm`].
+    /// C = alpha op(A) B + beta C (+ `bias`, a row of at least `n`
+    /// elements, added to every row of C: an affine layer's bias, added in
+    /// the tiles' last step instead of a pass of its own) with B packed by
+    /// [`CpuKernels::pack_b`] of a handle of this ISA; op(A) is `m x k` (A
+    /// stored `m x k` when `ta` is `No`, `k x m` when `Yes`, row stride
+    /// `lda`), C `m x n` with row stride `ldc`. Splits into bands of rows
+    /// over the current rayon pool when large. Semantics otherwise as
+    /// [`CpuKernels::sgemm`].
     ///
     /// # Errors
     /// As [`CpuKernels::sgemm`]; [`KernelError::Invalid`] if `b` was
-    /// packed for another ISA.
+    /// packed for another ISA, [`KernelError::TooShort`] for a bias
+    /// shorter than `n`.
     #[allow(clippy::too_many_arguments)]
     pub fn sgemm_packed(
         &self,
@@ -230,6 +234,7 @@ impl CpuKernels {
         beta: f32,
         c: &mut [f32],
         ldc: usize,
+        bias: Option<&[f32]>,
     ) -> Result<()> {
         if b.isa != self.isa() {
             return Err(KernelError::Invalid {
@@ -248,18 +253,24 @@ impl CpuKernels {
         };
         super::check_operand("a", "lda", stored, lda, a.len())?;
         super::check_operand("c", "ldc", (m, n), ldc, c.len())?;
+        if let Some(row) = bias {
+            KernelError::check_min_len("sgemm_packed", "bias", row.len(), n)?;
+        }
         if m == 0 || n == 0 {
             return Ok(());
         }
         crate::gemm_log::note(ta, Transpose::No, m, n, k);
         if k == 0 {
-            // No panels to walk: C = beta C.
+            // No panels to walk: C = beta C (+ bias).
             for row in c.chunks_mut(ldc.max(1)).take(m) {
                 let row = &mut row[..n];
                 if beta == 0.0 {
                     row.fill(0.0);
                 } else {
                     row.iter_mut().for_each(|x| *x *= beta);
+                }
+                if let Some(bias) = bias {
+                    row.iter_mut().zip(bias).for_each(|(x, &b)| *x += b);
                 }
             }
             return Ok(());
@@ -282,7 +293,7 @@ impl CpuKernels {
         let work = m.saturating_mul(n).saturating_mul(k);
         let parts = rayon::current_num_threads().min(m / MIN_ROWS_PER_PART);
         if parts < 2 || !crate::parallel::should_split(work, PAR_MIN_WORK) {
-            self.packed_leaf(&geom, a, b, c);
+            self.packed_leaf(&geom, a, b, c, bias);
             return Ok(());
         }
         let rows_per = m.div_ceil(parts);
@@ -295,7 +306,7 @@ impl CpuKernels {
                         m: rows_per.min(m - i0),
                         ..geom
                     };
-                    self.packed_leaf(&g, a.get(i0 * rsa..).unwrap_or(&[]), b, c);
+                    self.packed_leaf(&g, a.get(i0 * rsa..).unwrap_or(&[]), b, c, bias);
                 }
             });
         Ok(())
@@ -303,8 +314,16 @@ impl CpuKernels {
 
     /// One band of rows on the calling thread, panel by panel. `g.ldb` is
     /// the panel width; a, c hold op(A) and C of `g` (checked by the
-    /// caller: `(m-1) rsa + (k-1) csa + 1` and `(m-1) ldc + n` elements).
-    pub(super) fn packed_leaf(&self, g: &SmallGeom, a: &[f32], b: &PackedB, c: &mut [f32]) {
+    /// caller: `(m-1) rsa + (k-1) csa + 1` and `(m-1) ldc + n` elements),
+    /// `bias` at least n.
+    pub(super) fn packed_leaf(
+        &self,
+        g: &SmallGeom,
+        a: &[f32],
+        b: &PackedB,
+        c: &mut [f32],
+        bias: Option<&[f32]>,
+    ) {
         let (k, width) = (g.k, b.width);
         for (j, panel) in b.panels().chunks_exact((k * width).max(1)).enumerate() {
             let j0 = j * width;
@@ -316,6 +335,7 @@ impl CpuKernels {
                 ..*g
             };
             let c = &mut c[j0..];
+            let bias = bias.map(|row| &row[j0..]);
             match self.isa() {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: isa Avx512 proves AVX-512F+AVX2+FMA (and
@@ -323,12 +343,20 @@ impl CpuKernels {
                 // op(A) m x k with strides (rsa, csa) and c, from column j0,
                 // holds (m-1) ldc + n - j0 >= (m-1) ldc + pg.n elements; the
                 // panel holds k rows of `width` >= pg.n columns, row stride
-                // `width` (pg.ldb).
-                Isa::Avx512 => unsafe { avx512::sgemm_bn(&pg, a, panel, c, false) },
+                // `width` (pg.ldb); the bias, from j0, n - j0 >= pg.n.
+                Isa::Avx512 => unsafe { avx512::sgemm_bn(&pg, a, panel, c, false, bias) },
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: as above, with isa Avx2 proving AVX2+FMA.
-                Isa::Avx2 => unsafe { avx2::sgemm_bn(&pg, a, panel, c, false) },
-                _ => scalar_bn(&pg, a, panel, c),
+                Isa::Avx2 => unsafe { avx2::sgemm_bn(&pg, a, panel, c, false, bias) },
+                _ => {
+                    scalar_bn(&pg, a, panel, c);
+                    if let Some(bias) = bias {
+                        for row in c.chunks_mut(g.ldc.max(1)).take(g.m) {
+                            let row = &mut row[..pg.n];
+                            row.iter_mut().zip(bias).for_each(|(x, &b)| *x += b);
+                        }
+                    }
+                }
             }
         }
     }

@@ -19,6 +19,10 @@ pub(crate) struct Tile {
     pub ldc: usize,
     pub alpha: f32,
     pub beta: f32,
+    /// A row added to every row of the tile's C after the product (the
+    /// bias of an affine layer), read at the tile's columns; null for none.
+    /// Only B-not-transposed tiles take one.
+    pub bias: *const f32,
     /// Lanes (1..=`TileSet::W`) of the last vector (B-not-transposed tiles
     /// whose last vector is partial) or of the last k step (B-transposed
     /// tiles) that exist.
@@ -81,8 +85,9 @@ macro_rules! tile_table {
 }
 pub(crate) use tile_table;
 
-/// C = alpha op(A) B + beta C with B not transposed (`B[p, j]` at
-/// `b[p * ldb + j]`), `op(A)[i, p]` at `a[i * rsa + p * csa]`. With
+/// C = alpha op(A) B + beta C (+ `bias` on every row) with B not
+/// transposed (`B[p, j]` at `b[p * ldb + j]`), `op(A)[i, p]` at
+/// `a[i * rsa + p * csa]`. With
 /// `rows_outer`, each band of rows sweeps all columns (large m, small k: C
 /// streams once); otherwise each column block meets every row band while its
 /// slice of B is in L1 (few rows).
@@ -90,13 +95,14 @@ pub(crate) use tile_table;
 /// # Safety
 /// The CPU supports the features of `T`'s tiles; `a` holds `(m-1) * rsa +
 /// (k-1) * csa + 1` elements, `b` holds `(k-1) * ldb + n`, `c` holds `(m-1)
-/// * ldc + n` (each when its dimensions are non-zero).
+/// * ldc + n` (each when its dimensions are non-zero), `bias` at least `n`.
 pub(crate) unsafe fn sgemm_bn<T: TileSet>(
     g: &SmallGeom,
     a: &[f32],
     b: &[f32],
     c: &mut [f32],
     rows_outer: bool,
+    bias: Option<&[f32]>,
 ) {
     let (m, n) = (g.m, g.n);
     if m == 0 || n == 0 {
@@ -139,6 +145,10 @@ pub(crate) unsafe fn sgemm_bn<T: TileSet>(
                     alpha: g.alpha,
                     // Later blocks add to what the first wrote.
                     beta: if k0 == 0 { g.beta } else { 1.0 },
+                    bias: match bias {
+                        Some(row) if k0 == 0 => row.as_ptr().wrapping_add(j0),
+                        _ => std::ptr::null(),
+                    },
                     lanes,
                 };
                 if let Some(f) = T::bn_tile(rows, nv, masked) {
@@ -156,6 +166,10 @@ pub(crate) unsafe fn sgemm_bn<T: TileSet>(
                                 a: tile.a.wrapping_add(r * g.rsa),
                                 b: tile.b.wrapping_add(w * v),
                                 c: tile.c.wrapping_add(r * g.ldc + w * v),
+                                bias: match tile.bias.is_null() {
+                                    true => tile.bias,
+                                    false => tile.bias.wrapping_add(w * v),
+                                },
                                 lanes: (n - j0 - w * v).min(w),
                                 ..tile
                             };
@@ -204,6 +218,7 @@ pub(crate) unsafe fn sgemm_bt<T: TileSet>(g: &SmallGeom, a: &[f32], b: &[f32], c
                 ldc: g.ldc,
                 alpha: g.alpha,
                 beta: g.beta,
+                bias: std::ptr::null(),
                 lanes,
             };
             if let Some(f) = T::bt_tile(rows, cols) {

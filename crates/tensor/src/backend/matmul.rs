@@ -4,6 +4,7 @@
 //! `clippy::too_many_arguments` is allowed.
 #![allow(clippy::too_many_arguments)]
 
+use super::RowOps;
 use crate::error::Result;
 use crate::{Tensor, TensorMut, Transpose};
 
@@ -11,7 +12,7 @@ use crate::{Tensor, TensorMut, Transpose};
 ///
 /// Part of [`super::Backend`], whose documentation states the contracts
 /// shared by every method.
-pub trait MatmulOps {
+pub trait MatmulOps: RowOps {
     /// `out = alpha * op(a) * op(b) + beta * out` ("matmul").
     ///
     /// `a`, `b` and `out` have rank >= 2 and are seen as matrices (rows x
@@ -30,4 +31,25 @@ pub trait MatmulOps {
         beta: f32,
         out: TensorMut<'_>,
     ) -> Result<()>;
+
+    /// `out = op(a) * op(b) + bias`, `bias` (the row shape of `out`, `[n]`)
+    /// added to every row ("matmul_bias"): an affine layer's forward.
+    /// `a`, `b`, `out` as in [`MatmulOps::matmul`]; errors as there, and
+    /// `ArgShape` for a `bias` whose shape is not `out`'s row shape. The
+    /// default broadcasts the bias into `out` and adds the product (beta 1);
+    /// the CPU adds it in the product's last step where it packs the weight
+    /// (no separate pass writing `out` first).
+    fn matmul_bias(
+        &self,
+        a: &Tensor,
+        ta: Transpose,
+        b: &Tensor,
+        tb: Transpose,
+        bias: &Tensor,
+        mut out: TensorMut<'_>,
+    ) -> Result<()> {
+        crate::check::matmul(a.shape(), ta, b.shape(), tb, out.shape())?;
+        self.broadcast_row(bias, out.reborrow())?;
+        self.matmul(a, ta, b, tb, 1.0, 1.0, out)
+    }
 }

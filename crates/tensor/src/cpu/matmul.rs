@@ -13,7 +13,7 @@ use sheaf_kernels_cpu::gemm::PackedB;
 
 use super::packed::PackKey;
 use super::{f32_in, f32_out, CpuBackend};
-use crate::backend::MatmulOps;
+use crate::backend::{MatmulOps, RowOps};
 use crate::check;
 use crate::error::{Result, TensorError};
 use crate::{Tensor, TensorMut, Transpose};
@@ -48,7 +48,7 @@ impl MatmulOps for CpuBackend {
         if let Some(packed) = self.packed_weight(b_t, b, tb, &d)? {
             return self
                 .kernels
-                .sgemm_packed(ta, d.m, alpha, a, d.lda, &packed, beta, c, d.ldc)
+                .sgemm_packed(ta, d.m, alpha, a, d.lda, &packed, beta, c, d.ldc, None)
                 .map_err(TensorError::kernel(OP));
         }
         self.kernels
@@ -56,6 +56,35 @@ impl MatmulOps for CpuBackend {
                 ta, tb, d.m, d.n, d.k, alpha, a, d.lda, b, d.ldb, beta, c, d.ldc,
             )
             .map_err(TensorError::kernel(OP))
+    }
+
+    /// The bias is added by the packed product's tiles where the weight is
+    /// packed, else broadcast first.
+    fn matmul_bias(
+        &self,
+        a_t: &Tensor,
+        ta: Transpose,
+        b_t: &Tensor,
+        tb: Transpose,
+        bias_t: &Tensor,
+        mut out: TensorMut<'_>,
+    ) -> Result<()> {
+        const OP: &str = "matmul_bias";
+        let d = check::matmul(a_t.shape(), ta, b_t.shape(), tb, out.shape())?;
+        check::broadcast_row(bias_t.shape(), out.shape())?;
+        if d.m > 0 && d.n > 0 && d.k > 0 {
+            let b = f32_in(OP, "b", b_t)?;
+            if let Some(packed) = self.packed_weight(b_t, b, tb, &d)? {
+                let (a, bias) = (f32_in(OP, "a", a_t)?, f32_in(OP, "bias", bias_t)?);
+                let c = f32_out(OP, "out", out)?;
+                return self
+                    .kernels
+                    .sgemm_packed(ta, d.m, 1.0, a, d.lda, &packed, 0.0, c, d.ldc, Some(bias))
+                    .map_err(TensorError::kernel(OP));
+            }
+        }
+        self.broadcast_row(bias_t, out.reborrow())?;
+        self.matmul(a_t, ta, b_t, tb, 1.0, 1.0, out)
     }
 }
 

@@ -53,9 +53,10 @@ fn lane_mask(lanes: usize) -> __m256i {
 ///
 /// # Safety
 /// AVX2 and FMA are available; `t.a` is readable at `r * rsa + p * csa`,
-/// `t.b` at `p * ldb + j` and `t.c` readable and writable at `r * ldc + j`
-/// for r < R, p < k and every column j of the tile (`8 * V`, or fewer for
-/// the masked lanes of the last vector).
+/// `t.b` at `p * ldb + j`, `t.c` readable and writable at `r * ldc + j` and
+/// `t.bias` (unless null) readable at `j` for r < R, p < k and every column
+/// j of the tile (`8 * V`, or fewer for the masked lanes of the last
+/// vector).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
     let mask = lane_mask(t.lanes);
@@ -125,6 +126,17 @@ unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
                         _mm256_loadu_ps(cp)
                     };
                     out = _mm256_fmadd_ps(beta, old, out);
+                }
+                if !t.bias.is_null() {
+                    // SAFETY: bias[8v..8v+8] (or its masked lanes) is
+                    // readable for the tile's columns (the caller's contract).
+                    let bp = t.bias.add(8 * v);
+                    let row = if last {
+                        _mm256_maskload_ps(bp, mask)
+                    } else {
+                        _mm256_loadu_ps(bp)
+                    };
+                    out = _mm256_add_ps(out, row);
                 }
                 if last {
                     _mm256_maskstore_ps(cp, mask, out);
@@ -243,9 +255,10 @@ pub(crate) unsafe fn sgemm_bn(
     b: &[f32],
     c: &mut [f32],
     rows_outer: bool,
+    bias: Option<&[f32]>,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { tiles::sgemm_bn::<Avx2Tiles>(g, a, b, c, rows_outer) }
+    unsafe { tiles::sgemm_bn::<Avx2Tiles>(g, a, b, c, rows_outer, bias) }
 }
 
 /// C = alpha A B^T + beta C, on these tiles (see [`tiles::sgemm_bt`]).
@@ -286,7 +299,7 @@ pub(crate) unsafe fn rank_k(g: &SmallGeom, a: &[f32], b: &[f32], c: &mut [f32]) 
             6 => rank_k_fixed::<6>(g, ap, bp, cp),
             7 => rank_k_fixed::<7>(g, ap, bp, cp),
             8 => rank_k_fixed::<8>(g, ap, bp, cp),
-            _ => sgemm_bn(g, a, b, c, true),
+            _ => sgemm_bn(g, a, b, c, true, None),
         }
     }
 }

@@ -79,9 +79,10 @@ fn lane_mask(lanes: usize) -> __mmask16 {
 ///
 /// # Safety
 /// AVX-512F, AVX2 and FMA are available; `t.a` is readable at
-/// `r * rsa + p * csa`, `t.b` at `p * ldb + j` and `t.c` readable and
-/// writable at `r * ldc + j` for r < R, p < k and every column j of the tile
-/// (`16 * V`, or fewer for the masked lanes of the last vector).
+/// `r * rsa + p * csa`, `t.b` at `p * ldb + j`, `t.c` readable and
+/// writable at `r * ldc + j` and `t.bias` (unless null) readable at `j` for
+/// r < R, p < k and every column j of the tile (`16 * V`, or fewer for the
+/// masked lanes of the last vector).
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
     let mask = lane_mask(t.lanes);
@@ -131,6 +132,17 @@ unsafe fn tile_bn<const R: usize, const V: usize, const MASK: bool>(t: &Tile) {
                         _mm512_loadu_ps(cp)
                     };
                     out = _mm512_fmadd_ps(beta, old, out);
+                }
+                if !t.bias.is_null() {
+                    // SAFETY: bias[16v..16v+16] (or its masked lanes) is
+                    // readable for the tile's columns (the caller's contract).
+                    let bp = t.bias.add(W * v);
+                    let row = if last {
+                        _mm512_maskz_loadu_ps(mask, bp)
+                    } else {
+                        _mm512_loadu_ps(bp)
+                    };
+                    out = _mm512_add_ps(out, row);
                 }
                 if last {
                     _mm512_mask_storeu_ps(cp, mask, out);
@@ -240,9 +252,10 @@ pub(crate) unsafe fn sgemm_bn(
     b: &[f32],
     c: &mut [f32],
     rows_outer: bool,
+    bias: Option<&[f32]>,
 ) {
     // SAFETY: the caller's contract.
-    unsafe { tiles::sgemm_bn::<Avx512Tiles>(g, a, b, c, rows_outer) }
+    unsafe { tiles::sgemm_bn::<Avx512Tiles>(g, a, b, c, rows_outer, bias) }
 }
 
 /// C = alpha A B^T + beta C, on these tiles (see [`tiles::sgemm_bt`]).
@@ -278,7 +291,7 @@ pub(crate) unsafe fn rank_k(g: &SmallGeom, a: &[f32], b: &[f32], c: &mut [f32]) 
             6 => rank_k_fixed::<6>(g, ap, bp, cp),
             7 => rank_k_fixed::<7>(g, ap, bp, cp),
             8 => rank_k_fixed::<8>(g, ap, bp, cp),
-            _ => sgemm_bn(g, a, b, c, true),
+            _ => sgemm_bn(g, a, b, c, true, None),
         }
     }
 }
