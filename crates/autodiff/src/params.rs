@@ -290,7 +290,8 @@ impl ParamStore {
 
     /// The current value of a parameter by id (for executors). Marks it
     /// as a weight ([`Tensor::mark_as_weight`]): the products of a step
-    /// that read it then pack it once.
+    /// that read it then pack it once. (`Sequential`, whose products have
+    /// one row, reads without marking.)
     pub fn value_of(&self, id: ParamId) -> Result<&Tensor> {
         let v = self.value_by_id(id, "value")?;
         v.mark_as_weight();

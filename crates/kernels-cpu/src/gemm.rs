@@ -131,16 +131,14 @@ fn extent(rows: usize, cols: usize, ld: usize) -> Option<usize> {
 }
 
 fn check_operand(
+    kernel: &'static str,
     arg: &'static str,
     ld_name: &'static str,
     (rows, cols): (usize, usize),
     ld: usize,
     len: usize,
 ) -> Result<()> {
-    let invalid = |what: String| KernelError::Invalid {
-        kernel: "sgemm",
-        what,
-    };
+    let invalid = |what: String| KernelError::Invalid { kernel, what };
     if ld < cols {
         return Err(invalid(format!(
             "{ld_name} = {ld} is less than the {cols} columns of `{arg}` as stored"
@@ -151,7 +149,7 @@ fn check_operand(
             "`{arg}`: {rows} rows of stride {ld} overflow usize"
         ))
     })?;
-    KernelError::check_min_len("sgemm", arg, len, needed)
+    KernelError::check_min_len(kernel, arg, len, needed)
 }
 
 impl Gemm {
@@ -172,9 +170,9 @@ impl Gemm {
     }
 
     fn check(&self, a: &[f32], b: &[f32], c: &[f32]) -> Result<()> {
-        check_operand("a", "lda", self.a_shape(), self.lda, a.len())?;
-        check_operand("b", "ldb", self.b_shape(), self.ldb, b.len())?;
-        check_operand("c", "ldc", (self.m, self.n), self.ldc, c.len())
+        check_operand("sgemm", "a", "lda", self.a_shape(), self.lda, a.len())?;
+        check_operand("sgemm", "b", "ldb", self.b_shape(), self.ldb, b.len())?;
+        check_operand("sgemm", "c", "ldc", (self.m, self.n), self.ldc, c.len())
     }
 
     /// Offset in A of row `i` of op(A).

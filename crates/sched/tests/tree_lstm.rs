@@ -3,7 +3,7 @@
 
 use rand_free::Lcg;
 use sheaf_autodiff::{Expr, Graph, Optimizer, Param, ParamStore, Sequential};
-use sheaf_kernels_cpu::CpuKernels;
+use sheaf_kernels_cpu::{CpuKernels, Isa};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Adagrad, Device, Sgd, Tensor};
 
@@ -121,6 +121,15 @@ fn build_rd(
     state
 }
 
+/// Every test first fixes the GEMM crossovers (`SHEAF_GEMM_CROSSOVER=
+/// fixed`, under which the SIMD kernels always pack a weight), so that
+/// the packed products run whatever a timing on a busy machine would
+/// decide. The `Once` sets it before any test reads it.
+fn fixed_crossovers() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| std::env::set_var("SHEAF_GEMM_CROSSOVER", "fixed"));
+}
+
 fn close(a: &[f32], b: &[f32], what: &str) {
     assert_eq!(a.len(), b.len(), "{what}");
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
@@ -133,6 +142,7 @@ fn close(a: &[f32], b: &[f32], what: &str) {
 
 #[test]
 fn batched_tree_lstm_equals_sequential() {
+    fixed_crossovers();
     batched_equals_sequential(0.0);
 }
 
@@ -140,6 +150,7 @@ fn batched_tree_lstm_equals_sequential() {
 /// the batched executors still compute what Sequential does.
 #[test]
 fn batched_tree_lstm_with_recurrent_dropout_equals_sequential() {
+    fixed_crossovers();
     batched_equals_sequential(0.3);
 }
 
@@ -210,6 +221,7 @@ fn batched_equals_sequential(p: f32) {
 /// packed copy outliving an update would run a step on old weights.
 #[test]
 fn training_steps_with_packed_weights_follow_sequential() {
+    fixed_crossovers();
     let train = |strategy: Option<Strategy>| -> (Vec<f32>, Vec<Vec<f32>>) {
         let mut rng = Lcg(23);
         let mut store = ParamStore::new();
@@ -241,9 +253,9 @@ fn training_steps_with_packed_weights_follow_sequential() {
             losses_per_step.push(g.value(loss).unwrap().to_vec::<f32>().unwrap()[0]);
             drop(g);
             if strategy.is_some() {
-                // The leaf batch (111 rows) packed its weight where this
-                // machine's calibration lets the kernels pack.
-                let packs = CpuKernels::new().packs_b(111, 60, 24);
+                // The leaf batch (111 rows) packed its weight (with fixed
+                // crossovers the SIMD kernels always do).
+                let packs = CpuKernels::new().isa() != Isa::Scalar;
                 let held = store.value(&m.w_leaf).unwrap().packed_bytes();
                 assert_eq!(held > 0, packs, "{held} bytes packed");
             }
@@ -273,6 +285,7 @@ fn training_steps_with_packed_weights_follow_sequential() {
 
 #[test]
 fn depth_runs_internal_cells_in_max_height_batches() {
+    fixed_crossovers();
     let mut rng = Lcg(11);
     let mut store = ParamStore::new();
     let m = model(&mut store, &mut rng, 30, 6, 4);
@@ -295,6 +308,7 @@ fn depth_runs_internal_cells_in_max_height_batches() {
 
 #[test]
 fn output_layer_reads_states_in_place() {
+    fixed_crossovers();
     let mut rng = Lcg(13);
     let mut store = ParamStore::new();
     let m = model(&mut store, &mut rng, 30, 6, 4);
@@ -333,6 +347,7 @@ fn output_layer_reads_states_in_place() {
 /// those differences from growing by more than a few times per step.
 #[test]
 fn twenty_training_steps_on_the_gpu_follow_the_cpu() {
+    fixed_crossovers();
     let Some(gpu) = gpu() else { return };
     let train = |device: Device| -> Vec<Vec<f32>> {
         let mut rng = Lcg(11);

@@ -177,6 +177,12 @@ impl HostStorage {
         bytemuck::cast_slice_mut(&mut self.blocks)
     }
 
+    /// Forgets the weight mark and every packed copy and spare (the buffer
+    /// is reused for something else).
+    pub(crate) fn forget_packing(&mut self) {
+        self.pack.reset();
+    }
+
     /// The packed copies of this buffer (see `cpu/packed.rs`).
     pub(crate) fn pack_cache(&self) -> &PackCache {
         &self.pack

@@ -224,6 +224,11 @@ impl Tensor {
             Some(bytes)
                 if self.is_unique() && self.capacity() * self.dtype.size_in_bytes() >= bytes =>
             {
+                // A reused buffer is no weight any more (see `mark_as_weight`).
+                if let Some(Ok(host)) = Arc::get_mut(&mut self.storage).map(|s| s.host_mut("reuse"))
+                {
+                    host.forget_packing();
+                }
                 self.offset = 0;
                 self.shape = shape;
                 self.dtype = dtype;
@@ -238,7 +243,9 @@ impl Tensor {
     /// CPU, products that gain from it then pack the buffer once into the
     /// kernels' panels and keep that copy until the buffer is next written
     /// (every write drops it), instead of packing it per product. Copies
-    /// of the buffer stay marked; elsewhere it changes nothing.
+    /// made by [`Tensor::deep_clone`] (and so a copy on write) stay marked;
+    /// [`Tensor::reuse`] and [`Tensor::recycle`] forget the mark. Elsewhere
+    /// it changes nothing.
     pub fn mark_as_weight(&self) {
         if let Some(cache) = self.pack_cache() {
             cache.mark_as_weight();
@@ -246,7 +253,8 @@ impl Tensor {
     }
 
     /// Bytes of the packed copies kept of this tensor's buffer (see
-    /// [`Tensor::mark_as_weight`]).
+    /// [`Tensor::mark_as_weight`]; memory kept for packing again after a
+    /// write is not counted).
     pub fn packed_bytes(&self) -> usize {
         self.pack_cache().map_or(0, |c| c.bytes())
     }

@@ -4,6 +4,8 @@
 //! products, and drops them on every write, in place or copy-on-write, so
 //! a product never reads values the weight no longer has.
 
+use std::sync::Once;
+
 use sheaf_kernels_cpu::{CpuKernels, Isa};
 use sheaf_tensor::prelude::*;
 use sheaf_tensor::{CpuBackend, Tensor, Transpose};
@@ -19,6 +21,15 @@ fn values(seed: u64, len: usize) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
+}
+
+/// Every test first fixes the GEMM crossovers (`SHEAF_GEMM_CROSSOVER=
+/// fixed`, under which the SIMD kernels always pack a weight), so that the
+/// packed path runs whatever a timing on a busy machine would decide. The
+/// `Once` sets it before any test reads it.
+fn fixed_crossovers() {
+    static SET: Once = Once::new();
+    SET.call_once(|| std::env::set_var("SHEAF_GEMM_CROSSOVER", "fixed"));
 }
 
 const M: usize = 40;
@@ -59,9 +70,11 @@ fn product(be: &CpuBackend, x: &Tensor, w: &Tensor, w_now: &[f32], tb: Transpose
 
 #[test]
 fn marked_weights_are_packed_once_and_dropped_on_write() {
+    fixed_crossovers();
     for isa in Isa::supported() {
         let be = CpuBackend::with_kernels(CpuKernels::with_isa(isa).unwrap());
         let packs = CpuKernels::with_isa(isa).unwrap().packs_b(M, OUT, IN);
+        assert_eq!(packs, isa != Isa::Scalar, "{isa:?}");
         let mut wv = values(1, OUT * IN);
         let mut w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
         w.mark_as_weight();
@@ -98,39 +111,50 @@ fn marked_weights_are_packed_once_and_dropped_on_write() {
         product(&be, &x_n, &w, &wv, Transpose::No);
         assert_eq!(w.packed_bytes() > 0, packs, "{isa:?}: the copy is marked");
 
-        // A view of part of the weight is packed as that view.
-        let rows = w.rows(0..IN).unwrap();
-        let top: Vec<f32> = wv[..IN * IN].to_vec();
+        // Views of part of the weight are packed as those views: two of one
+        // shape at different offsets get different copies.
         let x_sq = Tensor::from_vec(values(4, M * IN), [M, IN]).unwrap();
-        let mut out = Tensor::from_vec(vec![0.0; M * IN], [M, IN]).unwrap();
-        be.matmul(
-            &x_sq,
-            Transpose::No,
-            &rows,
-            Transpose::No,
-            1.0,
-            0.0,
-            out.view_mut().unwrap(),
-        )
-        .unwrap();
-        let got = out.to_vec::<f32>().unwrap();
         let xv = x_sq.to_vec::<f32>().unwrap();
-        for i in 0..M {
-            for j in 0..IN {
-                let s: f64 = (0..IN)
-                    .map(|p| f64::from(xv[i * IN + p]) * f64::from(top[p * IN + j]))
-                    .sum();
-                assert!(
-                    (f64::from(got[i * IN + j]) - s).abs() < 1e-4,
-                    "view [{i},{j}]"
-                );
+        for first in [0, 1, 0] {
+            let rows = w.rows(first..first + IN).unwrap();
+            let block = &wv[first * IN..(first + IN) * IN];
+            let mut out = Tensor::from_vec(vec![0.0; M * IN], [M, IN]).unwrap();
+            be.matmul(
+                &x_sq,
+                Transpose::No,
+                &rows,
+                Transpose::No,
+                1.0,
+                0.0,
+                out.view_mut().unwrap(),
+            )
+            .unwrap();
+            let got = out.to_vec::<f32>().unwrap();
+            for i in 0..M {
+                for j in 0..IN {
+                    let s: f64 = (0..IN)
+                        .map(|p| f64::from(xv[i * IN + p]) * f64::from(block[p * IN + j]))
+                        .sum();
+                    assert!(
+                        (f64::from(got[i * IN + j]) - s).abs() < 1e-4,
+                        "{isa:?} view from row {first} [{i},{j}]"
+                    );
+                }
             }
         }
+
+        // A buffer reused for something else forgets its copies and mark.
+        assert_eq!(w.packed_bytes() > 0, packs, "{isa:?}");
+        let reused = w.reuse([OUT, IN], sheaf_tensor::DType::F32).unwrap();
+        assert_eq!(reused.packed_bytes(), 0, "{isa:?}");
+        product(&be, &x_t, &reused, &wv, Transpose::Yes);
+        assert_eq!(reused.packed_bytes(), 0, "{isa:?}: still marked");
     }
 }
 
 #[test]
 fn unmarked_tensors_are_never_packed() {
+    fixed_crossovers();
     let be = CpuBackend::with_kernels(CpuKernels::new());
     let wv = values(5, OUT * IN);
     let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
@@ -144,6 +168,7 @@ fn unmarked_tensors_are_never_packed() {
 /// is read; a bias of the wrong shape is an error naming it.
 #[test]
 fn matmul_bias_packed_or_not() {
+    fixed_crossovers();
     for isa in Isa::supported() {
         let be = CpuBackend::with_kernels(CpuKernels::with_isa(isa).unwrap());
         let wv = values(7, OUT * IN);

@@ -43,10 +43,13 @@ use crate::{CpuKernels, Isa, KernelError, Result};
 #[derive(Clone)]
 pub struct PackedB {
     isa: Isa,
+    /// How B was stored (the products are logged as such: `gemm_log`).
+    tb: Transpose,
     k: usize,
     n: usize,
     width: usize,
-    /// The panels start at `data[start]`, 64-byte aligned.
+    /// The panels start at `data[start]`, 64-byte aligned where the
+    /// allocation allows (always, for a real allocator).
     data: Vec<f32>,
     start: usize,
 }
@@ -55,6 +58,7 @@ impl std::fmt::Debug for PackedB {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedB")
             .field("isa", &self.isa)
+            .field("tb", &self.tb)
             .field("k", &self.k)
             .field("n", &self.n)
             .field("width", &self.width)
@@ -83,9 +87,9 @@ impl PackedB {
         self.width
     }
 
-    /// Bytes held.
+    /// Bytes allocated.
     pub fn bytes(&self) -> usize {
-        self.data.len() * 4
+        self.data.capacity() * 4
     }
 
     /// The panels, `n.div_ceil(width)` of `k x width` each.
@@ -137,6 +141,7 @@ impl CpuKernels {
     ) -> Result<PackedB> {
         let mut packed = PackedB {
             isa: self.isa(),
+            tb,
             k: 0,
             n: 0,
             width: panel_width(self.isa()),
@@ -166,6 +171,7 @@ impl CpuKernels {
         data.clear();
         *packed = PackedB {
             isa: self.isa(),
+            tb,
             k: 0,
             n: 0,
             width,
@@ -176,7 +182,7 @@ impl CpuKernels {
             Transpose::No => (k, n),
             Transpose::Yes => (n, k),
         };
-        super::check_operand("b", "ldb", stored, ldb, b.len())?;
+        super::check_operand("pack_b", "b", "ldb", stored, ldb, b.len())?;
         let no_memory = || KernelError::Invalid {
             kernel: "pack_b",
             what: format!("cannot allocate the panels of a {k} x {n} B"),
@@ -251,15 +257,17 @@ impl CpuKernels {
             Transpose::No => (m, k),
             Transpose::Yes => (k, m),
         };
-        super::check_operand("a", "lda", stored, lda, a.len())?;
-        super::check_operand("c", "ldc", (m, n), ldc, c.len())?;
+        super::check_operand("sgemm_packed", "a", "lda", stored, lda, a.len())?;
+        super::check_operand("sgemm_packed", "c", "ldc", (m, n), ldc, c.len())?;
         if let Some(row) = bias {
             KernelError::check_min_len("sgemm_packed", "bias", row.len(), n)?;
         }
         if m == 0 || n == 0 {
             return Ok(());
         }
-        crate::gemm_log::note(ta, Transpose::No, m, n, k);
+        // Logged as the product asked for (B as stored), so that the
+        // GEMM-only bound times the same product through `sgemm`.
+        crate::gemm_log::note(ta, b.tb, m, n, k);
         if k == 0 {
             // No panels to walk: C = beta C (+ bias).
             for row in c.chunks_mut(ldc.max(1)).take(m) {
@@ -306,7 +314,8 @@ impl CpuKernels {
                         m: rows_per.min(m - i0),
                         ..geom
                     };
-                    self.packed_leaf(&g, a.get(i0 * rsa..).unwrap_or(&[]), b, c, bias);
+                    // i0 < m: row i0 of op(A) is in `a` (checked above).
+                    self.packed_leaf(&g, &a[i0 * rsa..], b, c, bias);
                 }
             });
         Ok(())

@@ -67,6 +67,18 @@ impl PackCache {
         self.weight.load(Ordering::Relaxed)
     }
 
+    /// Forgets everything: the buffer is handed out for something else (an
+    /// arena reusing it), which is no weight.
+    pub(crate) fn reset(&mut self) {
+        *self.weight.get_mut() = false;
+        let entries = self
+            .entries
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        entries.live.clear();
+        entries.spare.clear();
+    }
+
     /// Drops every packed copy (the buffer is about to be written); their
     /// memory is kept for the next packing.
     pub(crate) fn clear(&mut self) {
@@ -75,7 +87,8 @@ impl PackCache {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
         for (_, p) in entries.live.drain(..) {
-            // A product still running elsewhere holds the copy: let it go.
+            // Products hold copies only while they borrow the buffer, which
+            // a write excludes; should one be held anyway, let it go.
             if let Ok(p) = Arc::try_unwrap(p) {
                 if entries.spare.len() < MAX_ENTRIES {
                     entries.spare.push(p);
@@ -116,7 +129,7 @@ impl PackCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Bytes held by the live packed copies.
+    /// Bytes held by the live packed copies (not the spare memory).
     pub(crate) fn bytes(&self) -> usize {
         self.lock().live.iter().map(|(_, p)| p.bytes()).sum()
     }
