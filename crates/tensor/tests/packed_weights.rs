@@ -207,3 +207,29 @@ fn matmul_bias_packed_or_not() {
         }
     }
 }
+
+/// Threads multiplying by one weight at once, before any packed copy
+/// exists: each gets the right product, and one copy per key is kept.
+#[test]
+fn concurrent_first_products_pack_one_copy() {
+    fixed_crossovers();
+    let be = CpuBackend::with_kernels(CpuKernels::new());
+    let packs = CpuKernels::new().isa() != Isa::Scalar;
+    for round in 0..4 {
+        let wv = values(20 + round, OUT * IN);
+        let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
+        w.mark_as_weight();
+        let x = Tensor::from_vec(values(30 + round, M * IN), [M, IN]).unwrap();
+        let results: Vec<Vec<f32>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..6)
+                .map(|_| s.spawn(|| product(&be, &x, &w, &wv, Transpose::Yes)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(results.windows(2).all(|r| r[0] == r[1]), "round {round}");
+        let one = w.packed_bytes();
+        assert_eq!(one > 0, packs);
+        product(&be, &x, &w, &wv, Transpose::Yes);
+        assert_eq!(w.packed_bytes(), one, "round {round}: one copy per key");
+    }
+}
