@@ -254,14 +254,7 @@ impl CpuKernels {
         }
         crate::gemm_log::note(ta, tb, m, n, k);
         if k == 0 {
-            for row in c.chunks_mut(ldc.max(1)).take(m) {
-                let row = &mut row[..n];
-                if beta == 0.0 {
-                    row.fill(0.0);
-                } else {
-                    row.iter_mut().for_each(|x| *x *= beta);
-                }
-            }
+            scale_rows(c, m, n, ldc, beta, None);
             return Ok(());
         }
         if !crate::parallel::should_split(m.saturating_mul(n).saturating_mul(k), PAR_MIN_WORK) {
@@ -474,6 +467,22 @@ impl CpuKernels {
             (Isa::Avx2 | Isa::Avx512, Transpose::No) => scalar_bn(&geom, a, b, c),
             #[cfg(not(target_arch = "x86_64"))]
             (Isa::Avx2 | Isa::Avx512, Transpose::Yes) => scalar_bt(&geom, a, b, c),
+        }
+    }
+}
+
+/// C = beta C (+ `bias` on every row): a product with k = 0. With beta 0,
+/// C's old contents (NaN included) are ignored.
+fn scale_rows(c: &mut [f32], m: usize, n: usize, ldc: usize, beta: f32, bias: Option<&[f32]>) {
+    for row in c.chunks_mut(ldc.max(1)).take(m) {
+        let row = &mut row[..n];
+        if beta == 0.0 {
+            row.fill(0.0);
+        } else {
+            row.iter_mut().for_each(|x| *x *= beta);
+        }
+        if let Some(bias) = bias {
+            row.iter_mut().zip(bias).for_each(|(x, &b)| *x += b);
         }
     }
 }

@@ -30,7 +30,8 @@
 use rayon::prelude::*;
 
 use super::{
-    scalar_bn, SmallGeom, Transpose, MIN_ROWS_PER_PART, PAR_MIN_WORK, SMALL_M, SMALL_N_BT,
+    scalar_bn, scale_rows, SmallGeom, Transpose, MIN_ROWS_PER_PART, PAR_MIN_WORK, SMALL_M,
+    SMALL_N_BT,
 };
 #[cfg(target_arch = "x86_64")]
 use crate::simd::avx2::gemm as avx2;
@@ -270,17 +271,7 @@ impl CpuKernels {
         crate::gemm_log::note(ta, b.tb, m, n, k);
         if k == 0 {
             // No panels to walk: C = beta C (+ bias).
-            for row in c.chunks_mut(ldc.max(1)).take(m) {
-                let row = &mut row[..n];
-                if beta == 0.0 {
-                    row.fill(0.0);
-                } else {
-                    row.iter_mut().for_each(|x| *x *= beta);
-                }
-                if let Some(bias) = bias {
-                    row.iter_mut().zip(bias).for_each(|(x, &b)| *x += b);
-                }
-            }
+            scale_rows(c, m, n, ldc, beta, bias);
             return Ok(());
         }
         let (rsa, csa) = match ta {
