@@ -113,11 +113,19 @@ impl PackCache {
         };
         // Packed outside the lock: products on other threads reading other
         // copies of this buffer go on meanwhile.
-        let packed = Arc::new(pack(spare)?);
+        let packed = pack(spare)?;
         let mut entries = self.lock();
         if let Some((_, p)) = entries.live.iter().find(|(k, _)| *k == key) {
-            return Ok(p.clone()); // another thread packed it first
+            // Another thread packed it first (executors side by side on one
+            // store): keep this memory for the next packing rather than
+            // allocate (and fault in) a fresh copy every step.
+            let p = p.clone();
+            if entries.spare.len() < MAX_ENTRIES {
+                entries.spare.push(packed);
+            }
+            return Ok(p);
         }
+        let packed = Arc::new(packed);
         if entries.live.len() == MAX_ENTRIES {
             entries.live.remove(0);
         }
