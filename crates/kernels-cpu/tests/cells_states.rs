@@ -14,7 +14,7 @@
 mod common;
 
 use common::cells_states::{bits, half, interleave, kernels, Case, Kind};
-use rayon::ThreadPoolBuilder;
+use rayon::{ThreadPool, ThreadPoolBuilder};
 use sheaf_kernels_cpu::cells::{CELLS_BWD_MIN_LEN, CELLS_FWD_MIN_LEN};
 
 /// `(b, H)`: empty, single rows, odd H, and sizes above the forward and the
@@ -44,16 +44,21 @@ fn sizes_cover_both_split_thresholds() {
         .any(|&(b, hd)| b * hd >= CELLS_BWD_MIN_LEN && hd % 2 == 1));
 }
 
+/// One rayon pool per thread count.
+fn pools(threads: &[usize]) -> Vec<ThreadPool> {
+    threads
+        .iter()
+        .map(|&n| ThreadPoolBuilder::new().num_threads(n).build().unwrap())
+        .collect()
+}
+
 /// Every `_states` cell equals its dense cell bit for bit: forward `act`,
 /// both halves of the states; backward `dgates` and the `c` halves of the
 /// children's gradients accumulated onto the same random initial values,
 /// their `h` halves untouched.
 #[test]
 fn states_match_dense_bit_for_bit() {
-    let pools: Vec<_> = [1, 2, 4]
-        .into_iter()
-        .map(|n| ThreadPoolBuilder::new().num_threads(n).build().unwrap())
-        .collect();
+    let pools = pools(&[1, 2, 4]);
     for k in kernels() {
         for kind in Kind::ALL {
             for (t, &(b, hd)) in SIZES.iter().enumerate() {
@@ -154,10 +159,7 @@ fn backward_reads_the_right_halves() {
 /// (parallel row blocks included), aligned and unaligned slices.
 #[test]
 fn backward_writes_outputs_handed_over_unzeroed() {
-    let pools: Vec<_> = [1, 2]
-        .into_iter()
-        .map(|n| ThreadPoolBuilder::new().num_threads(n).build().unwrap())
-        .collect();
+    let pools = pools(&[1, 2]);
     for k in kernels() {
         for kind in Kind::ALL {
             for (t, &(b, hd)) in SIZES.iter().enumerate() {

@@ -344,24 +344,28 @@ fn check_cell<B: StateCellOps + ?Sized>(
         .map(|i| Buf::new(b, 2 * h, pad, seed + 9 + i as u32, 1.0))
         .collect::<Vec<_>>();
 
+    let (st, ds) = (states.copy(), dstates.copy());
+    // The dense backward adding into `dg` and the children's `dck`.
+    let dense_bwd = |dg: &mut Tensor, dck: &mut [Tensor], what: &str| {
+        bwd_dense(
+            dense,
+            kind,
+            &act.copy(),
+            &ckids,
+            &half_of(&st, 0),
+            &half_of(&ds, 0),
+            &half_of(&ds, 1),
+            dg.view_mut().unwrap(),
+            dck.iter_mut().map(|t| t.view_mut().unwrap()).collect(),
+        )
+        .unwrap_or_else(|e| panic!("{ctx}: {what}: {e}"));
+    };
     let mut dg_d = dgates0.copy();
     let mut dck_d = dkids0
         .iter()
         .map(|d| half_of(&d.copy(), 0))
         .collect::<Vec<_>>();
-    let (st, ds) = (states.copy(), dstates.copy());
-    bwd_dense(
-        dense,
-        kind,
-        &act.copy(),
-        &ckids,
-        &half_of(&st, 0),
-        &half_of(&ds, 0),
-        &half_of(&ds, 1),
-        dg_d.view_mut().unwrap(),
-        dck_d.iter_mut().map(|t| t.view_mut().unwrap()).collect(),
-    )
-    .unwrap_or_else(|e| panic!("{ctx}: dense backward: {e}"));
+    dense_bwd(&mut dg_d, &mut dck_d, "dense backward");
 
     // Every combination of given (bit set) and absent earlier-state
     // gradients: `dgates` is the dense one in all of them.
@@ -414,18 +418,7 @@ fn check_cell<B: StateCellOps + ?Sized>(
     let mut dck_z = (0..n)
         .map(|_| Tensor::zeros([b, h], DType::F32, Device::Cpu).unwrap())
         .collect::<Vec<_>>();
-    bwd_dense(
-        dense,
-        kind,
-        &act.copy(),
-        &ckids,
-        &half_of(&st, 0),
-        &half_of(&ds, 0),
-        &half_of(&ds, 1),
-        dg_z.view_mut().unwrap(),
-        dck_z.iter_mut().map(|t| t.view_mut().unwrap()).collect(),
-    )
-    .unwrap_or_else(|e| panic!("{ctx}: dense backward onto zeros: {e}"));
+    dense_bwd(&mut dg_z, &mut dck_z, "dense backward onto zeros");
     let ctx = format!("{ctx}, written");
     let mut dg = dgates0.deep();
     let mut dk = dkids0.iter().map(Buf::deep).collect::<Vec<_>>();

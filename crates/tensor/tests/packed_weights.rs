@@ -4,24 +4,14 @@
 //! products, and drops them on every write, in place or copy-on-write, so
 //! a product never reads values the weight no longer has.
 
+mod common;
+
 use std::sync::Once;
 
+use common::vals;
 use sheaf_kernels_cpu::{CpuKernels, Isa};
 use sheaf_tensor::prelude::*;
 use sheaf_tensor::{CpuBackend, Tensor, Transpose};
-
-/// Deterministic values in [-1, 1).
-fn values(seed: u64, len: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Every test first fixes the GEMM crossovers (`SHEAF_GEMM_CROSSOVER=
 /// fixed`, under which the SIMD kernels always pack a weight), so that the
@@ -75,11 +65,11 @@ fn marked_weights_are_packed_once_and_dropped_on_write() {
         let be = CpuBackend::with_kernels(CpuKernels::with_isa(isa).unwrap());
         let packs = CpuKernels::with_isa(isa).unwrap().packs_b(M, OUT, IN);
         assert_eq!(packs, isa != Isa::Scalar, "{isa:?}");
-        let mut wv = values(1, OUT * IN);
+        let mut wv = vals(OUT * IN, 1);
         let mut w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
         w.mark_as_weight();
-        let x_t = Tensor::from_vec(values(2, M * IN), [M, IN]).unwrap();
-        let x_n = Tensor::from_vec(values(3, M * OUT), [M, OUT]).unwrap();
+        let x_t = Tensor::from_vec(vals(M * IN, 2), [M, IN]).unwrap();
+        let x_n = Tensor::from_vec(vals(M * OUT, 3), [M, OUT]).unwrap();
         assert_eq!(w.packed_bytes(), 0, "{isa:?}");
 
         let first = product(&be, &x_t, &w, &wv, Transpose::Yes);
@@ -113,7 +103,7 @@ fn marked_weights_are_packed_once_and_dropped_on_write() {
 
         // Views of part of the weight are packed as those views: two of one
         // shape at different offsets get different copies.
-        let x_sq = Tensor::from_vec(values(4, M * IN), [M, IN]).unwrap();
+        let x_sq = Tensor::from_vec(vals(M * IN, 4), [M, IN]).unwrap();
         let xv = x_sq.to_vec::<f32>().unwrap();
         for first in [0, 1, 0] {
             let rows = w.rows(first..first + IN).unwrap();
@@ -156,9 +146,9 @@ fn marked_weights_are_packed_once_and_dropped_on_write() {
 fn unmarked_tensors_are_never_packed() {
     fixed_crossovers();
     let be = CpuBackend::with_kernels(CpuKernels::new());
-    let wv = values(5, OUT * IN);
+    let wv = vals(OUT * IN, 5);
     let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
-    let x = Tensor::from_vec(values(6, M * IN), [M, IN]).unwrap();
+    let x = Tensor::from_vec(vals(M * IN, 6), [M, IN]).unwrap();
     product(&be, &x, &w, &wv, Transpose::Yes);
     assert_eq!(w.packed_bytes(), 0);
 }
@@ -171,7 +161,7 @@ fn matmul_bias_packed_or_not() {
     fixed_crossovers();
     for isa in Isa::supported() {
         let be = CpuBackend::with_kernels(CpuKernels::with_isa(isa).unwrap());
-        let wv = values(7, OUT * IN);
+        let wv = vals(OUT * IN, 7);
         for marked in [false, true] {
             let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
             if marked {
@@ -182,8 +172,8 @@ fn matmul_bias_packed_or_not() {
                     Transpose::Yes => (IN, OUT),
                     Transpose::No => (OUT, IN),
                 };
-                let x = Tensor::from_vec(values(8, M * k), [M, k]).unwrap();
-                let bv = values(9, n);
+                let x = Tensor::from_vec(vals(M * k, 8), [M, k]).unwrap();
+                let bv = vals(n, 9);
                 let bias = Tensor::from_vec(bv.clone(), [n]).unwrap();
                 let mut out = Tensor::from_vec(vec![f32::NAN; M * n], [M, n]).unwrap();
                 be.matmul_bias(&x, Transpose::No, &w, tb, &bias, out.view_mut().unwrap())
@@ -216,10 +206,10 @@ fn concurrent_first_products_pack_one_copy() {
     let be = CpuBackend::with_kernels(CpuKernels::new());
     let packs = CpuKernels::new().isa() != Isa::Scalar;
     for round in 0..4 {
-        let wv = values(20 + round, OUT * IN);
+        let wv = vals(OUT * IN, 20 + round);
         let w = Tensor::from_vec(wv.clone(), [OUT, IN]).unwrap();
         w.mark_as_weight();
-        let x = Tensor::from_vec(values(30 + round, M * IN), [M, IN]).unwrap();
+        let x = Tensor::from_vec(vals(M * IN, 30 + round), [M, IN]).unwrap();
         let results: Vec<Vec<f32>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..6)
                 .map(|_| s.spawn(|| product(&be, &x, &w, &wv, Transpose::Yes)))
