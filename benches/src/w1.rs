@@ -4,12 +4,14 @@
 //! dropout; softmax cross-entropy at every node summed over the tree, 64
 //! trees per update with their losses summed, plain SGD lr 0.05.
 
-use sheaf_autodiff::{Graph, Optimizer, ParamStore, Sequential, Sgd};
+use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore, Sgd};
 use sheaf_blocks::Loss;
 use sheaf_examples::model::{ModelConfig, TreeLstm};
 use sheaf_examples::sst::{Node, Tree, CLASSES};
 use sheaf_examples::tree_lstm_blocks::{Phrase, TrainingModel};
-use sheaf_sched::{DataParallel, Executor, Strategy};
+use sheaf_sched::{DataParallel, Executor, Pipeline, Strategy};
+
+use crate::step::backward_and_step;
 
 /// Embedding size.
 pub const E: usize = 300;
@@ -47,6 +49,20 @@ pub fn train_flops(tree: &Tree) -> f64 {
     3.0 * per_node
 }
 
+/// The summed loss of `trees` added to `g` (the graph of one step).
+fn build_loss(
+    model: &TreeLstm,
+    g: &mut Graph,
+    trees: &[Tree],
+    ids: &[Vec<u32>],
+) -> Result<Expr, String> {
+    let mut losses = Vec::with_capacity(trees.len());
+    for (t, ids) in trees.iter().zip(ids) {
+        losses.push(model.tree_loss(g, t, ids).map_err(|e| e.to_string())?);
+    }
+    g.sum(&losses).map_err(|e| e.to_string())
+}
+
 /// One training step on `trees` (`ids[i]`: the vocabulary ids of
 /// `trees[i]`'s words) with `strategy` (None = Sequential): all losses
 /// summed into one graph, one forward, one backward, one update.
@@ -60,28 +76,28 @@ pub fn train_step(
     ids: &[Vec<u32>],
 ) -> Result<f32, String> {
     g.clear();
-    let mut losses = Vec::with_capacity(trees.len());
-    for (t, ids) in trees.iter().zip(ids) {
-        losses.push(model.tree_loss(g, t, ids).map_err(|e| e.to_string())?);
-    }
-    let loss = g.sum(&losses).map_err(|e| e.to_string())?;
-    match exec {
-        None => Sequential::new()
-            .backward(g, store, loss)
-            .map_err(|e| e.to_string())?,
-        Some(e) => {
-            e.forward(g, store, loss).map_err(|e| e.to_string())?;
-            e.backward(g, store, loss).map_err(|e| e.to_string())?
-        }
-    }
-    let value = g
-        .value(loss)
-        .map_err(|e| e.to_string())?
-        .to_vec::<f32>()
-        .map_err(|e| e.to_string())?[0];
-    g.clear();
-    opt.step(store).map_err(|e| e.to_string())?;
-    Ok(value)
+    let loss = build_loss(model, g, trees, ids)?;
+    backward_and_step(g, store, opt, exec, loss)
+}
+
+/// [`train_step`] on each minibatch of `batch` trees in turn, the next
+/// minibatch's graph built while the current one runs ([`Pipeline`]).
+#[allow(clippy::too_many_arguments)]
+pub fn train_steps_pipelined(
+    model: &TreeLstm,
+    store: &mut ParamStore,
+    opt: &mut Optimizer,
+    pipeline: &mut Pipeline,
+    mut exec: Option<&mut Executor>,
+    trees: &[Tree],
+    ids: &[Vec<u32>],
+    batch: usize,
+) -> Result<(), String> {
+    pipeline.run(
+        trees.chunks(batch).zip(ids.chunks(batch)),
+        |g, &(trees, ids)| build_loss(model, g, trees, ids),
+        |g, loss, _| backward_and_step(g, store, opt, exec.as_deref_mut(), loss).map(|_| ()),
+    )
 }
 
 /// One training step with the batch split into `split.parts()` parts

@@ -14,10 +14,11 @@ use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w1::{
     model, optimizer, strategies, train_flops, train_step, train_step_blocks, train_step_split,
+    train_steps_pipelined,
 };
 use sheaf_examples::sst::{read_trees, Tree, Vocab};
 use sheaf_examples::tree_lstm_blocks::{compile_training, Phrase};
-use sheaf_sched::{Executor, Strategy};
+use sheaf_sched::{Executor, Pipeline, Strategy};
 
 #[derive(Parser, Debug)]
 #[command(about = "W1: Tree-LSTM training on SST, trees/s per strategy")]
@@ -50,6 +51,10 @@ struct Args {
     /// independent graphs side by side (`depth/split`, `agenda/split`).
     #[arg(long, default_value_t = 2)]
     split: usize,
+    /// Build each step's graph only when the step starts, instead of
+    /// while the previous step runs (`sheaf_sched::Pipeline`), to compare.
+    #[arg(long)]
+    no_pipeline: bool,
 }
 
 const BATCH: usize = 64;
@@ -122,7 +127,9 @@ fn main() {
                 continue;
             }
             let data = (warm, warm_ids, measured, measured_ids);
-            let result = with_threads(threads, || time_run(vocab.len(), strategy, split, data));
+            let result = with_threads(threads, || {
+                time_run(vocab.len(), strategy, split, !args.no_pipeline, data)
+            });
             let (secs, products, stats) = match result {
                 Ok(s) => s,
                 Err(e) => {
@@ -193,11 +200,13 @@ type Split<'a> = (&'a [Tree], &'a [Vec<u32>], &'a [Tree], &'a [Vec<u32>]);
 
 /// Trains from a fresh model on the warm-up trees, then times the timed
 /// ones: (seconds, their products, the last step's plan statistics).
-/// `split > 1` runs each batch as that many graphs side by side.
+/// `split > 1` runs each batch as that many graphs side by side;
+/// otherwise `pipelined` builds each step's graph during the previous step.
 fn time_run(
     vocab: usize,
     strategy: Option<Strategy>,
     split: usize,
+    pipelined: bool,
     (warm, warm_ids, timed, timed_ids): Split,
 ) -> Result<(f64, Products, Option<String>), String> {
     let mut store = ParamStore::new();
@@ -209,20 +218,24 @@ fn time_run(
         Some(s) if split > 1 => Some(sheaf_sched::DataParallel::new(s, split)),
         _ => None,
     };
-    let mut step = |store: &mut ParamStore, trees: &[Tree], ids: &[Vec<u32>]| match &mut parts {
-        None => train_step(&model, store, &mut opt, &mut g, exec.as_mut(), trees, ids),
-        Some(parts) => train_step_split(&model, store, &mut opt, parts, trees, ids),
-    };
-    for (chunk, ids) in warm.chunks(BATCH).zip(warm_ids.chunks(BATCH)) {
-        step(&mut store, chunk, ids)?;
-    }
-    let start = Instant::now();
-    let (run, products) = record_gemms(|| -> Result<(), String> {
-        for (chunk, ids) in timed.chunks(BATCH).zip(timed_ids.chunks(BATCH)) {
-            step(&mut store, chunk, ids)?;
+    let mut pipeline = (pipelined && parts.is_none()).then(Pipeline::new);
+    // Every minibatch of `trees`, one step each.
+    let mut steps = |store: &mut ParamStore, trees: &[Tree], ids: &[Vec<u32>]| {
+        if let Some(p) = &mut pipeline {
+            let exec = exec.as_mut();
+            return train_steps_pipelined(&model, store, &mut opt, p, exec, trees, ids, BATCH);
+        }
+        for (chunk, ids) in trees.chunks(BATCH).zip(ids.chunks(BATCH)) {
+            match &mut parts {
+                None => train_step(&model, store, &mut opt, &mut g, exec.as_mut(), chunk, ids),
+                Some(parts) => train_step_split(&model, store, &mut opt, parts, chunk, ids),
+            }?;
         }
         Ok(())
-    });
+    };
+    steps(&mut store, warm, warm_ids)?;
+    let start = Instant::now();
+    let (run, products) = record_gemms(|| steps(&mut store, timed, timed_ids));
     let secs = start.elapsed().as_secs_f64();
     run?;
     let stats = exec.map(|e| e.stats().to_string());

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore};
-use sheaf_sched::DataParallel;
+use sheaf_sched::{DataParallel, Pipeline};
 use sheaf_tensor::Device;
 
 pub use crate::config::{default_data_dir, OptimizerKind, Reduction, TrainConfig};
@@ -132,7 +132,9 @@ pub struct Trainer {
     opt: Optimizer,
     embed_opt: Option<Optimizer>,
     engine: Engine,
-    graph: Graph,
+    /// The one-graph steps' graphs: the next step's is built while the
+    /// current one runs.
+    pipeline: Pipeline,
     /// Each step's trees in parts run side by side (`set_parallel`).
     parallel: Option<DataParallel>,
     /// The blocks-written model and the training trees as phrases, when
@@ -248,7 +250,7 @@ impl Trainer {
             opt,
             embed_opt: cfg.embed_optimizer(),
             engine: Engine::new(cfg.exec),
-            graph: Graph::new(),
+            pipeline: Pipeline::new(),
             parallel: None,
             blocks,
             train,
@@ -314,7 +316,7 @@ impl Trainer {
             opt,
             embed_opt,
             engine: Engine::new(exec),
-            graph: Graph::new(),
+            pipeline: Pipeline::new(),
             parallel: None,
             dev,
         })
@@ -431,16 +433,24 @@ impl Trainer {
         let order = permutation(n, mix(self.state.train.seed, epoch as u64));
         let start = Instant::now();
         let (mut loss_sum, mut nodes, mut done) = (0.0f64, 0usize, 0usize);
-        for chunk in order.chunks(self.state.train.batch_size) {
-            let (loss, k) = self.step(chunk)?;
+        let mut stepped = |loss: f64, k: usize, trees: usize| {
             loss_sum += loss;
             nodes += k;
-            done += chunk.len();
+            done += trees;
             on(Event::Step {
                 trees_done: done,
                 loss: loss_sum / nodes.max(1) as f64,
                 trees_per_sec: done as f64 / start.elapsed().as_secs_f64().max(1e-9),
             });
+        };
+        let chunks = order.chunks(self.state.train.batch_size);
+        if self.blocks.is_none() && self.parallel.is_none() {
+            self.one_graph_steps(chunks, &mut stepped)?;
+        } else {
+            for chunk in chunks {
+                let (loss, k) = self.step(chunk)?;
+                stepped(loss, k, chunk.len());
+            }
         }
         let secs = start.elapsed().as_secs_f64();
         on(Event::Evaluating);
@@ -490,14 +500,64 @@ impl Trainer {
         Ok(record)
     }
 
-    /// One update on the training trees at positions `batch`; returns the
+    /// The steps with one graph each, on the minibatches of positions
+    /// `chunks` in turn, each minibatch's graph built while the previous
+    /// one runs ([`Pipeline`]); `stepped(loss, nodes, trees)` after each.
+    fn one_graph_steps<'a>(
+        &mut self,
+        chunks: impl Iterator<Item = &'a [usize]>,
+        stepped: &mut dyn FnMut(f64, usize, usize),
+    ) -> Result<()> {
+        let Trainer {
+            state,
+            model,
+            store,
+            opt,
+            embed_opt,
+            engine,
+            pipeline,
+            train,
+            ..
+        } = self;
+        let (seed, first) = (state.train.seed, state.step);
+        let mean = state.train.reduction == Reduction::Mean;
+        let (model, train) = (&*model, &*train);
+        let batches = chunks
+            .enumerate()
+            .map(|(k, chunk)| (first + k as u64, chunk));
+        pipeline.run(
+            batches,
+            |g, &(step, chunk)| {
+                g.set_train(true);
+                g.set_seed(mix(seed ^ DROPOUT_STREAM, step));
+                let (total, loss) = minibatch_loss(model, train, g, chunk, mean, chunk.len())?;
+                Ok((total, loss))
+            },
+            |g, (total, loss), (_, chunk)| {
+                engine.backward(g, store, loss)?;
+                let value = g
+                    .value(total)?
+                    .to_vec::<f32>()
+                    .map_err(|e| Error::Config(format!("reading the loss: {e}")))?[0];
+                check_loss(value, state.step)?;
+                update(model, store, opt, embed_opt.as_mut())?;
+                state.step += 1;
+                let nodes = chunk.iter().map(|&i| train.trees[i].nodes.len()).sum();
+                stepped(value as f64, nodes, chunk.len());
+                Ok(())
+            },
+        )
+    }
+
+    /// One update on the training trees at positions `batch` with the
+    /// blocks-written model or in parts ([`DataParallel`]); returns the
     /// summed loss and the number of nodes.
     fn step(&mut self, batch: &[usize]) -> Result<(f64, usize)> {
         let seed = mix(self.state.train.seed ^ DROPOUT_STREAM, self.state.step);
-        if let Some((compiled, phrases)) = &mut self.blocks {
+        let mean = self.state.train.reduction == Reduction::Mean;
+        let value = if let Some((compiled, phrases)) = &mut self.blocks {
             compiled.set_train(true);
             compiled.set_seed(seed);
-            let mean = self.state.train.reduction == Reduction::Mean;
             let loss = if mean {
                 Loss::metric("loss").mean()
             } else {
@@ -505,100 +565,37 @@ impl Trainer {
             };
             let value =
                 compiled.backward(&self.store, batch.iter().map(|&i| &phrases[i]), &loss)?;
-            let value = if mean {
+            if mean {
                 value * batch.len() as f32
             } else {
                 value
-            };
-            let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
-            return self.finish_step(value, nodes);
-        }
-        if let Some(dp) = &mut self.parallel {
+            }
+        } else {
+            let dp = self.parallel.as_mut().ok_or_else(|| {
+                Error::Config("a step with one graph runs through one_graph_steps".into())
+            })?;
             let (model, train, n) = (&self.model, &self.train, batch.len());
-            let mean = self.state.train.reduction == Reduction::Mean;
             let total = dp.backward(&self.store, batch, |k, g, chunk| -> Result<Expr> {
                 g.set_train(true);
                 g.set_seed(mix(seed, k as u64));
-                let losses = chunk
-                    .iter()
-                    .map(|&i| model.tree_loss(g, &train.trees[i], &train.ids[i]))
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                let total = g.sum(&losses)?;
-                Ok(if mean {
-                    g.scale(total, 1.0 / n as f32)?
-                } else {
-                    total
-                })
+                Ok(minibatch_loss(model, train, g, chunk, mean, n)?.1)
             })?;
-            let value = if mean { total * n as f32 } else { total };
-            let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
-            return self.finish_step(value, nodes);
-        }
-        let g = &mut self.graph;
-        g.clear();
-        g.set_train(true);
-        g.set_seed(seed);
-        let mut losses = Vec::with_capacity(batch.len());
-        let mut nodes = 0;
-        for &i in batch {
-            let tree = &self.train.trees[i];
-            nodes += tree.nodes.len();
-            losses.push(self.model.tree_loss(g, tree, &self.train.ids[i])?);
-        }
-        let total = g.sum(&losses)?;
-        let loss = match self.state.train.reduction {
-            Reduction::Sum => total,
-            Reduction::Mean => g.scale(total, 1.0 / batch.len() as f32)?,
+            if mean {
+                total * n as f32
+            } else {
+                total
+            }
         };
-        self.engine.backward(g, &self.store, loss)?;
-        let value = g
-            .value(total)?
-            .to_vec::<f32>()
-            .map_err(|e| Error::Config(format!("reading the loss: {e}")))?[0];
-        g.clear();
-        self.finish_step(value, nodes)
-    }
-
-    /// Checks the step's loss, updates the parameters and counts the step.
-    fn finish_step(&mut self, value: f32, nodes: usize) -> Result<(f64, usize)> {
-        if !value.is_finite() {
-            return Err(Error::Config(format!(
-                "training diverged: the loss of step {} is {value} (try a lower --lr or --clip-norm)",
-                self.state.step + 1
-            )));
-        }
-        self.update()?;
+        let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
+        check_loss(value, self.state.step)?;
+        update(
+            &self.model,
+            &mut self.store,
+            &mut self.opt,
+            self.embed_opt.as_mut(),
+        )?;
         self.state.step += 1;
         Ok((value as f64, nodes))
-    }
-
-    /// Applies the accumulated gradients: all parameters with the
-    /// optimizer, or, with an embedding optimizer, the table's gradient is
-    /// set aside while the optimizer updates the rest and then applied
-    /// alone by the embedding optimizer.
-    fn update(&mut self) -> Result<()> {
-        let Some(embed_opt) = &mut self.embed_opt else {
-            self.opt.step(&mut self.store)?;
-            return Ok(());
-        };
-        let emb = self.model.embeddings().id();
-        let (rows, dense) = {
-            let mut acc = self.store.lock_grad(emb, "train")?;
-            (
-                std::mem::take(&mut acc.rows),
-                std::mem::replace(&mut acc.dense, false),
-            )
-        };
-        // The table's accumulator now reads as untouched, so this step
-        // leaves the table (and its gradient) alone.
-        self.opt.step(&mut self.store)?;
-        {
-            let mut acc = self.store.lock_grad(emb, "train")?;
-            acc.rows = rows;
-            acc.dense = dense;
-        }
-        embed_opt.step(&mut self.store)?;
-        Ok(())
     }
 
     /// Fine-grained and binary accuracy on the dev set (deterministic).
@@ -611,6 +608,73 @@ impl Trainer {
             &self.dev.ids,
         )
     }
+}
+
+/// The losses of the training trees at positions `batch` added to `g` and
+/// summed: `(total, loss)`, the loss the total divided by `n` (the whole
+/// minibatch's size, of which `batch` may be a part) when `mean`.
+fn minibatch_loss(
+    model: &TreeLstm,
+    train: &Split,
+    g: &mut Graph,
+    batch: &[usize],
+    mean: bool,
+    n: usize,
+) -> Result<(Expr, Expr)> {
+    let losses = batch
+        .iter()
+        .map(|&i| model.tree_loss(g, &train.trees[i], &train.ids[i]))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let total = g.sum(&losses)?;
+    let loss = match mean {
+        true => g.scale(total, 1.0 / n as f32)?,
+        false => total,
+    };
+    Ok((total, loss))
+}
+
+/// Refuses a step whose loss is not finite (`step` steps came before it).
+fn check_loss(value: f32, step: u64) -> Result<()> {
+    if !value.is_finite() {
+        return Err(Error::Config(format!(
+            "training diverged: the loss of step {} is {value} (try a lower --lr or --clip-norm)",
+            step + 1
+        )));
+    }
+    Ok(())
+}
+
+/// Applies the accumulated gradients: all parameters with `opt`, or, with
+/// an embedding optimizer, the table's gradient is set aside while `opt`
+/// updates the rest and then applied alone by `embed_opt`.
+fn update(
+    model: &TreeLstm,
+    store: &mut ParamStore,
+    opt: &mut Optimizer,
+    embed_opt: Option<&mut Optimizer>,
+) -> Result<()> {
+    let Some(embed_opt) = embed_opt else {
+        opt.step(store)?;
+        return Ok(());
+    };
+    let emb = model.embeddings().id();
+    let (rows, dense) = {
+        let mut acc = store.lock_grad(emb, "train")?;
+        (
+            std::mem::take(&mut acc.rows),
+            std::mem::replace(&mut acc.dense, false),
+        )
+    };
+    // The table's accumulator now reads as untouched, so this step
+    // leaves the table (and its gradient) alone.
+    opt.step(store)?;
+    {
+        let mut acc = store.lock_grad(emb, "train")?;
+        acc.rows = rows;
+        acc.dense = dense;
+    }
+    embed_opt.step(store)?;
+    Ok(())
 }
 
 /// Tag that separates the dropout seeds from the shuffling seeds.

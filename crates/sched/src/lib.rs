@@ -16,7 +16,8 @@
 //!
 //! [`DataParallel`] runs the parts of one minibatch side by side (one graph and
 //! executor per thread, one parameter store): data parallelism for CPUs
-//! with a few cores.
+//! with a few cores. [`Pipeline`] builds the next minibatch's graph while
+//! the current one runs.
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
@@ -28,6 +29,7 @@ mod data_parallel;
 mod dot;
 mod error;
 mod exec;
+mod pipeline;
 mod plan;
 mod stats;
 
@@ -35,5 +37,6 @@ pub use bucket::{Bucket, Bucketing};
 pub use data_parallel::DataParallel;
 pub use error::{Result, SchedError};
 pub use exec::Executor;
+pub use pipeline::Pipeline;
 pub use plan::{plan, Batch, Plan, Planner, Strategy};
 pub use stats::PlanStats;
