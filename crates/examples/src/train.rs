@@ -539,6 +539,9 @@ impl Trainer {
                     .value(total)?
                     .to_vec::<f32>()
                     .map_err(|e| Error::Config(format!("reading the loss: {e}")))?[0];
+                // The graph holds the parameters' values: cleared first, the
+                // update writes them in place instead of copying them.
+                g.clear();
                 check_loss(value, state.step)?;
                 update(model, store, opt, embed_opt.as_mut())?;
                 state.step += 1;

@@ -32,16 +32,19 @@ impl Pipeline {
     }
 
     /// For each of `items` in order: `build(graph, &item)` adds the item's
-    /// targets to a cleared graph (its loss: an [`Expr`], or whatever
-    /// `run` needs), then `run(graph, targets, item)` runs it (forward,
-    /// backward, an update). Item `n + 1` is built
-    /// while item `n` runs: as a job on the current rayon pool, picked up
-    /// by an idle thread (with one thread, after the run). A graph is
-    /// cleared after its run returns, so that the executor's next step
-    /// reuses its memory.
+    /// targets to a cleared graph (its loss: an `Expr`, or whatever `run`
+    /// needs), then `run(graph, targets, item)` runs it (forward, backward,
+    /// an update) on the calling thread. Item `n + 1` is built while item
+    /// `n` runs, as a job on the current rayon pool that the first idle
+    /// thread takes (where the step runs on the pool's only thread: when
+    /// the run is done). A graph is cleared after its run returns, so that
+    /// the executor's next step reuses its memory.
     ///
     /// `build` gets each graph freshly cleared: set its mode and seed
-    /// there (`Graph::set_train`, `Graph::set_seed`).
+    /// there (`Graph::set_train`, `Graph::set_seed`). A graph that ran
+    /// holds the values of the parameters it read: `run` should clear it
+    /// (`Graph::clear`) before an optimizer updates them, or the update
+    /// copies every parameter instead of writing it in place.
     ///
     /// # Errors
     /// The first error in the order the work would have run in turn: the
