@@ -315,6 +315,9 @@ impl Optimizer {
             for b in bufs.iter_mut() {
                 views.push(b.view_mut().map_err(|s| terr(name, s))?);
             }
+            if !e.value.is_unique() {
+                warn_shared(name, e.value.numel());
+            }
             let param = e.value.view_mut().map_err(|s| terr(name, s))?;
             match plan {
                 Plan::Dense => {
@@ -390,6 +393,20 @@ fn sum_squares(grad: &Tensor, rows: Option<&[u32]>) -> sheaf_tensor::Result<f64>
         total.view_mut()?,
     )?;
     Ok(f64::from(total.to_vec::<f32>()?[0]))
+}
+
+/// Warns (once per process) that an update copies parameter `name`
+/// because another handle shares its buffer: usually a graph that ran and
+/// was not cleared, which makes every step copy every parameter it read.
+fn warn_shared(name: &str, numel: usize) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            "Optimizer::step copies parameter {name:?} ({numel} values): another handle \
+             shares its buffer (a graph that ran and was not cleared?); clear graphs \
+             (Graph::clear) before updating, or every step copies every parameter"
+        )
+    });
 }
 
 /// `t *= scale` (nothing for 1): in place on the host, through a copy on a

@@ -13,6 +13,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod eval;
+pub mod logging;
 pub mod model;
 pub mod molecules;
 pub mod plot;

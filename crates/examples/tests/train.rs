@@ -61,14 +61,20 @@ fn steps_update_the_parameters_in_place() {
     // running it must leave the parameters in their buffers.
     let tmp = TempDir::new("in_place");
     let data = tiny_data(&tmp);
-    for (k, (exec, parallel)) in [(Exec::Agenda, 1), (Exec::Depth, 1), (Exec::Agenda, 2)]
-        .into_iter()
-        .enumerate()
-    {
+    let runs = [
+        (Exec::Agenda, 1, false),
+        (Exec::Depth, 1, false),
+        (Exec::Agenda, 2, false),
+        (Exec::Agenda, 1, true),
+    ];
+    for (k, (exec, parallel, blocks)) in runs.into_iter().enumerate() {
         let mut t = Trainer::new(
             &tmp.join(&format!("run{k}")),
             small_model(0.3),
-            small_train(&data, 1, exec),
+            TrainConfig {
+                blocks,
+                ..small_train(&data, 1, exec)
+            },
             false,
             &mut quiet(),
         )
@@ -90,7 +96,8 @@ fn steps_update_the_parameters_in_place() {
         };
         t.epoch(&mut count).unwrap();
         assert!(steps > 1, "{exec:?}: {steps} steps");
-        assert_eq!(ids(&t), before, "{exec:?} x {parallel}: parameters copied");
+        let what = format!("{exec:?}, {parallel} part(s), blocks {blocks}");
+        assert_eq!(ids(&t), before, "{what}: parameters copied");
     }
 }
 

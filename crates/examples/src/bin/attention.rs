@@ -55,6 +55,7 @@ struct Args {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("attention: {e}");
         std::process::exit(1);

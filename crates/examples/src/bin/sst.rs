@@ -225,6 +225,7 @@ enum SplitName {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Train(a) => train(*a),

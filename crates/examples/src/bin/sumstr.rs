@@ -105,6 +105,7 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    sheaf_examples::logging::init();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -49,6 +49,7 @@ struct Args {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("text2vec: {e}");
         std::process::exit(1);

@@ -51,6 +51,7 @@ struct Args {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("weave: {e}");
         std::process::exit(1);
