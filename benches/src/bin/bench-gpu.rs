@@ -43,6 +43,7 @@ fn fail(e: impl std::fmt::Display) -> ! {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     let args = Args::parse();
     let device = Device::Cuda(args.device);
     let backend = CudaBackend::global(args.device).unwrap_or_else(|e| fail(e));

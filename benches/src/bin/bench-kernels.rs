@@ -21,6 +21,7 @@ struct Args {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     let args = Args::parse();
     let budget = if args.quick {
         Budget::quick()

@@ -24,6 +24,7 @@ struct Args {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("bench-report: {e}");
         std::process::exit(1);

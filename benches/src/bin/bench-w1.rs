@@ -60,6 +60,7 @@ struct Args {
 const BATCH: usize = 64;
 
 fn main() {
+    sheaf_examples::logging::init();
     let args = Args::parse();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/sst/train.txt");
     let trees = read_trees(&path).unwrap_or_else(|e| {

@@ -49,6 +49,7 @@ enum Impl {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("bench-w2: {e}");
         std::process::exit(1);

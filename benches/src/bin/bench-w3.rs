@@ -173,6 +173,7 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("bench-w3: {e}");
         std::process::exit(1);

@@ -43,6 +43,7 @@ struct Args {
 const WARM: usize = 128;
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("bench-w4: {e}");
         std::process::exit(1);

@@ -46,6 +46,7 @@ struct Args {
 const WARM_UPDATES: usize = 2;
 
 fn main() {
+    sheaf_examples::logging::init();
     if let Err(e) = run(Args::parse()) {
         eprintln!("bench-w5: {e}");
         std::process::exit(1);

@@ -94,6 +94,7 @@ fn loss_gap(spacing: f64, batch: &[Example]) -> Result<f64, String> {
 }
 
 fn main() {
+    sheaf_examples::logging::init();
     let args = Args::parse();
     if args.batch == 0 {
         eprintln!("--batch must be at least 1");

@@ -8,7 +8,13 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the log for the process (once; later calls do nothing).
 pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("RUST_LOG={spec:?} is not a log filter ({e}): logging warnings only");
+            EnvFilter::new("warn")
+        }),
+        Err(_) => EnvFilter::new("warn"),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -256,6 +256,8 @@ impl Runner {
     }
 
     /// Forward and backward of `batch`; gradients accumulate in `store`.
+    /// The graph is left cleared, so that an update writes the parameters
+    /// in place.
     pub fn run(&mut self, model: &Model, store: &ParamStore, batch: &[&Example]) -> Result<f32> {
         let g = &mut self.graph;
         if let Some(b) = &mut self.bucketing {
@@ -288,6 +290,7 @@ impl Runner {
         let loss = g.sum(&losses)?;
         let v = self.exec.forward(g, store, loss)?;
         self.exec.backward(g, store, loss)?;
+        g.clear();
         Ok(v.as_slice::<f32>().map_err(cfg_err)?.iter().sum())
     }
 

@@ -23,7 +23,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore};
+use sheaf_autodiff::{Expr, Optimizer, ParamStore};
 use sheaf_sched::{DataParallel, Pipeline};
 use sheaf_tensor::Device;
 
@@ -39,6 +39,9 @@ use crate::sst::{read_embeddings, read_trees, Tree, Vocab};
 pub use crate::state::read_vocab;
 use crate::state::{Best, EpochRecord, RunState, BEST, HISTORY, LAST, PLOT, STATE, VOCAB};
 use crate::tree_lstm_blocks::{compile_training, Phrase, TrainingModel};
+
+mod step;
+use step::{check_loss, minibatch_loss, update};
 
 /// Trees with their words mapped to vocabulary ids.
 #[derive(Debug, Clone, Default)]
@@ -611,73 +614,6 @@ impl Trainer {
             &self.dev.ids,
         )
     }
-}
-
-/// The losses of the training trees at positions `batch` added to `g` and
-/// summed: `(total, loss)`, the loss the total divided by `n` (the whole
-/// minibatch's size, of which `batch` may be a part) when `mean`.
-fn minibatch_loss(
-    model: &TreeLstm,
-    train: &Split,
-    g: &mut Graph,
-    batch: &[usize],
-    mean: bool,
-    n: usize,
-) -> Result<(Expr, Expr)> {
-    let losses = batch
-        .iter()
-        .map(|&i| model.tree_loss(g, &train.trees[i], &train.ids[i]))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let total = g.sum(&losses)?;
-    let loss = match mean {
-        true => g.scale(total, 1.0 / n as f32)?,
-        false => total,
-    };
-    Ok((total, loss))
-}
-
-/// Refuses a step whose loss is not finite (`step` steps came before it).
-fn check_loss(value: f32, step: u64) -> Result<()> {
-    if !value.is_finite() {
-        return Err(Error::Config(format!(
-            "training diverged: the loss of step {} is {value} (try a lower --lr or --clip-norm)",
-            step + 1
-        )));
-    }
-    Ok(())
-}
-
-/// Applies the accumulated gradients: all parameters with `opt`, or, with
-/// an embedding optimizer, the table's gradient is set aside while `opt`
-/// updates the rest and then applied alone by `embed_opt`.
-fn update(
-    model: &TreeLstm,
-    store: &mut ParamStore,
-    opt: &mut Optimizer,
-    embed_opt: Option<&mut Optimizer>,
-) -> Result<()> {
-    let Some(embed_opt) = embed_opt else {
-        opt.step(store)?;
-        return Ok(());
-    };
-    let emb = model.embeddings().id();
-    let (rows, dense) = {
-        let mut acc = store.lock_grad(emb, "train")?;
-        (
-            std::mem::take(&mut acc.rows),
-            std::mem::replace(&mut acc.dense, false),
-        )
-    };
-    // The table's accumulator now reads as untouched, so this step
-    // leaves the table (and its gradient) alone.
-    opt.step(store)?;
-    {
-        let mut acc = store.lock_grad(emb, "train")?;
-        acc.rows = rows;
-        acc.dense = dense;
-    }
-    embed_opt.step(store)?;
-    Ok(())
 }
 
 /// Tag that separates the dropout seeds from the shuffling seeds.

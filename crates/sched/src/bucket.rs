@@ -136,9 +136,10 @@ impl Bucketing {
     /// builds `model(g, i, padded_len)` for each member `i` (a scalar
     /// loss), sums the losses and runs forward and backward, so parameter
     /// gradients ACCUMULATE in `store` over all buckets (zero them before,
-    /// update after, as for one graph). Returns the total loss. Afterwards
-    /// [`Bucketing::stats`] holds the step's statistics summed over
-    /// buckets, with the padding fraction.
+    /// update after, as for one graph). Returns the total loss, and leaves
+    /// `g` cleared (a graph that ran holds the parameters' values: an
+    /// update would copy them). Afterwards [`Bucketing::stats`] holds the
+    /// step's statistics summed over buckets, with the padding fraction.
     pub fn step<F>(
         &mut self,
         g: &mut Graph,
@@ -172,6 +173,7 @@ impl Bucketing {
             s.padded_steps = bucket.members.iter().map(|&i| bucket.len - lens[i]).sum();
             self.stats.absorb(&s);
         }
+        g.clear();
         self.exec.cache_plans_as(None);
         Ok(total)
     }

@@ -35,10 +35,14 @@ impl Pipeline {
     /// targets to a cleared graph (its loss: an `Expr`, or whatever `run`
     /// needs), then `run(graph, targets, item)` runs it (forward, backward,
     /// an update) on the calling thread. Item `n + 1` is built while item
-    /// `n` runs, as a job on the current rayon pool that the first idle
-    /// thread takes (where the step runs on the pool's only thread: when
-    /// the run is done). A graph is cleared after its run returns, so that
-    /// the executor's next step reuses its memory.
+    /// `n` runs, as a job on the rayon pool (the current one, or the
+    /// global one when called from outside a pool) that the first idle
+    /// thread takes: another thread, or the calling thread itself while
+    /// `run` waits inside rayon (a `join`, a parallel kernel), or after
+    /// `run` returns. So `build` must not wait for a lock that `run`
+    /// holds. The iterator is read one item ahead (item `n + 1` before
+    /// `run` of item `n`). A graph is cleared after its run returns, so
+    /// that the executor's next step reuses its memory.
     ///
     /// `build` gets each graph freshly cleared: set its mode and seed
     /// there (`Graph::set_train`, `Graph::set_seed`). A graph that ran

@@ -116,6 +116,13 @@ fn pipelined(strategy: Strategy) -> Trained {
     let (mut opt, mut exec) = (sgd(), Executor::new(strategy));
     let mut losses = Vec::new();
     let mut seen = Vec::new();
+    let buffers = |store: &ParamStore| -> Vec<usize> {
+        let ps = store.params();
+        ps.iter()
+            .map(|p| store.value(p).unwrap().storage_id())
+            .collect()
+    };
+    let before = buffers(&store);
     Pipeline::new()
         .run(
             0..8usize,
@@ -125,11 +132,14 @@ fn pipelined(strategy: Strategy) -> Trained {
                 exec.forward(g, &store, loss).map_err(|e| e.to_string())?;
                 exec.backward(g, &store, loss).map_err(|e| e.to_string())?;
                 losses.push(g.value(loss).unwrap().to_vec::<f32>().unwrap()[0]);
+                // Cleared before the update (see `Pipeline::run`).
+                g.clear();
                 opt.step(&mut store).map_err(|e| e.to_string())
             },
         )
         .unwrap();
     assert_eq!(seen, (0..8).collect::<Vec<_>>(), "items run in order");
+    assert_eq!(buffers(&store), before, "updated in place, not copied");
     (losses, finish(&store))
 }
 
@@ -149,6 +159,36 @@ fn pipelined_training_equals_building_and_running_in_turn() {
             assert_eq!(got.1, want.1, "{strategy:?} at {threads} threads: weights");
         }
     }
+}
+
+#[test]
+fn the_next_item_is_built_while_the_current_one_runs() {
+    // Run 0 waits for a message that only the build of item 1 sends: it
+    // would time out if building waited for the run.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let result = pool.install(move || {
+        Pipeline::new().run(
+            0..2usize,
+            |g, &k| {
+                if k == 1 {
+                    tx.lock().unwrap().send(()).unwrap();
+                }
+                Ok(g.input(Tensor::from_vec(vec![k as f32], [1]).unwrap()))
+            },
+            |_, _, k| match k {
+                0 => rx
+                    .recv_timeout(std::time::Duration::from_secs(60))
+                    .map_err(|e| format!("item 1 was not built during run 0: {e}")),
+                _ => Ok(()),
+            },
+        )
+    });
+    assert_eq!(result, Ok(()));
 }
 
 #[test]

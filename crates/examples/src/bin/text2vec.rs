@@ -153,10 +153,15 @@ fn run(a: Args) -> Result<(), String> {
             train.len() as f64 / secs
         );
         if fine > best.0 {
+            // Copies, not shared handles: the next update then writes the
+            // parameters in place (sharing would make it copy them).
             let snapshot = model
                 .params()
                 .iter()
-                .map(|p| store.value(p).cloned().map_err(|e| e.to_string()))
+                .map(|p| {
+                    let v = store.value(p).map_err(|e| e.to_string())?;
+                    v.deep_clone().map_err(|e| e.to_string())
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             best = (fine, epoch, snapshot);
         }

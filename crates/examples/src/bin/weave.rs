@@ -140,12 +140,16 @@ fn run(a: Args) -> Result<(), String> {
         if v < best {
             best = v;
             best_epoch = epoch;
+            // Copies, not shared handles: the next update then writes the
+            // parameters in place (sharing would make it copy them).
             snapshot = store
                 .params()
                 .iter()
-                .map(|p| store.value(p).cloned())
-                .collect::<Result<_, _>>()
-                .map_err(|e| e.to_string())?;
+                .map(|p| {
+                    let v = store.value(p).map_err(|e| e.to_string())?;
+                    v.deep_clone().map_err(|e| e.to_string())
+                })
+                .collect::<Result<Vec<_>, _>>()?;
         } else if epoch - best_epoch >= a.patience {
             break;
         }
