@@ -10,6 +10,19 @@ use crate::error::Result;
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 use crate::{Expr, Graph};
 
+/// An affine backward whose two products (the input's and the weight's
+/// gradient) have fewer multiply-adds than this runs them one after the
+/// other instead of side by side: a join wakes a sleeping thread (a futex
+/// call each way), which costs more than it saves on a few microseconds of
+/// products. W1 on the 2-core Xeon, 2 threads: the unbatched executor's
+/// one-row products (225k multiply-adds) ran 25% slower joined (317-332
+/// against 438-452 trees/s with any limit from 2^18 to 2^22); the batched
+/// runs, one graph or split, were level within noise at 2^18 (median
+/// ratios 0.99-1.01 over five alternating pairs) and 1-2% slower at 2^20,
+/// where the products of two- to four-node batches at the tops of trees
+/// stop running side by side.
+const JOIN_MIN_WORK: usize = 1 << 18;
+
 static MATMUL: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(MatMul));
 static AFFINE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine { bias: true }));
 static LINEAR: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine { bias: false }));
@@ -275,10 +288,18 @@ impl Op for Affine {
             // The two products are independent: with two threads they run
             // side by side (each still splits itself when large), which is
             // what keeps the second core busy on the small batches at the
-            // tops of trees.
-            let (a, b) = rayon::join(|| input_grad(dx), || weight_grad(dw));
-            a?;
-            b?;
+            // tops of trees. Not below JOIN_MIN_WORK: waking the second
+            // thread would cost more than it saves.
+            let inputs = wt.shape().dims().get(1).copied().unwrap_or(1);
+            let work = dy.shape().numel().unwrap_or(0).saturating_mul(inputs);
+            if work >= JOIN_MIN_WORK {
+                let (a, b) = rayon::join(|| input_grad(dx), || weight_grad(dw));
+                a?;
+                b?;
+            } else {
+                input_grad(dx)?;
+                weight_grad(dw)?;
+            }
         }
         Ok(())
     }
