@@ -13,10 +13,10 @@
 //!
 //! Randomness is a pure function of the seed: the model's initial values
 //! of `seed`, the permutation of epoch `e` of `(seed, e)`, and the dropout
-//! masks of step `s` of `(seed, s)` (via [`Graph::set_seed`]). Since the
-//! optimizer state is checkpointed with the parameters, a run resumed from
-//! `last.safetensors` continues exactly as the uninterrupted run would
-//! have, bit for bit, given the same executor kind and thread count (the
+//! masks of step `s` of `(seed, s)` (via
+//! [`sheaf_autodiff::Graph::set_seed`]). Since the optimizer state is
+//! checkpointed with the parameters, a run resumed from `last.safetensors`
+//! continues exactly as the uninterrupted run would have, bit for bit, given the same executor kind and thread count (the
 //! `auto` executor may pick differently after a resume).
 
 use std::fs;
