@@ -16,8 +16,9 @@
 //! masks of step `s` of `(seed, s)` (via
 //! [`sheaf_autodiff::Graph::set_seed`]). Since the optimizer state is
 //! checkpointed with the parameters, a run resumed from `last.safetensors`
-//! continues exactly as the uninterrupted run would have, bit for bit, given the same executor kind and thread count (the
-//! `auto` executor may pick differently after a resume).
+//! continues exactly as the uninterrupted run would have, bit for bit,
+//! given the same executor kind and thread count (the `auto` executor may
+//! pick differently after a resume).
 
 use std::fs;
 use std::path::{Path, PathBuf};
