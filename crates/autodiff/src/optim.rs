@@ -96,6 +96,9 @@ pub struct Optimizer {
     pub(crate) state: Vec<Option<Vec<Tensor>>>,
     pub(crate) store: Option<u32>,
     last_norm: Option<f32>,
+    /// Parameters copied because another handle shared them (see
+    /// [`Optimizer::shared_copies`]).
+    shared_copies: u64,
 }
 
 /// How one parameter is updated this step.
@@ -115,6 +118,7 @@ impl Optimizer {
             state: Vec::new(),
             store: None,
             last_norm: None,
+            shared_copies: 0,
         }
     }
 
@@ -170,6 +174,15 @@ impl Optimizer {
     /// Number of steps taken.
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+
+    /// How many parameter updates so far had to copy the parameter first
+    /// because another handle shared its buffer: a graph that ran and was
+    /// not cleared, or a value kept with `clone` instead of `deep_clone`.
+    /// Each costs a copy of the parameter (the first also logs a warning);
+    /// a training loop should keep this at 0.
+    pub fn shared_copies(&self) -> u64 {
+        self.shared_copies
     }
 
     /// Global gradient norm of the last step, before clipping (computed
@@ -316,6 +329,7 @@ impl Optimizer {
                 views.push(b.view_mut().map_err(|s| terr(name, s))?);
             }
             if !e.value.is_unique() {
+                self.shared_copies += 1;
                 warn_shared(name, e.value.numel());
             }
             let param = e.value.view_mut().map_err(|s| terr(name, s))?;

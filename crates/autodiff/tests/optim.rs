@@ -159,14 +159,47 @@ fn train_xor(mut opt: Optimizer, steps: usize) -> f32 {
     let mut g = Graph::new();
     let mut last = f32::NAN;
     for _ in 0..steps {
-        g.clear();
         let loss = xor_loss(&mut g, &m);
         exec.backward(&mut g, &store, loss).unwrap();
         last = g.value(loss).unwrap().to_vec::<f32>().unwrap()[0];
+        g.clear();
         opt.step(&mut store).unwrap();
     }
     assert_eq!(opt.steps(), steps as u64);
+    assert_eq!(opt.shared_copies(), 0, "updated in place");
     last
+}
+
+#[test]
+fn updates_count_the_parameters_they_had_to_copy() {
+    // A graph that ran holds the parameters it read: updating before it is
+    // cleared copies each of them (counted, and warned about once).
+    let mut store = ParamStore::new();
+    let m = mlp(&mut store, 42);
+    let exec = Sequential::new();
+    let mut opt = Optimizer::sgd(Sgd {
+        lr: 0.1,
+        momentum: 0.0,
+        weight_decay: 0.0,
+    });
+    let mut g = Graph::new();
+    let loss = xor_loss(&mut g, &m);
+    exec.backward(&mut g, &store, loss).unwrap();
+    let before = vals(&store, &m.c);
+    opt.step(&mut store).unwrap();
+    let copied = opt.shared_copies();
+    assert_eq!(
+        copied,
+        store.params().len() as u64,
+        "every parameter copied"
+    );
+    assert_ne!(vals(&store, &m.c), before, "and still updated");
+    g.clear();
+    let loss = xor_loss(&mut g, &m);
+    exec.backward(&mut g, &store, loss).unwrap();
+    g.clear();
+    opt.step(&mut store).unwrap();
+    assert_eq!(opt.shared_copies(), copied, "cleared first: none copied");
 }
 
 #[test]

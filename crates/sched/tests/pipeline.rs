@@ -140,6 +140,7 @@ fn pipelined(strategy: Strategy) -> Trained {
         .unwrap();
     assert_eq!(seen, (0..8).collect::<Vec<_>>(), "items run in order");
     assert_eq!(buffers(&store), before, "updated in place, not copied");
+    assert_eq!(opt.shared_copies(), 0, "no parameter copied");
     (losses, finish(&store))
 }
 
