@@ -42,7 +42,7 @@ use crate::state::{Best, EpochRecord, RunState, BEST, HISTORY, LAST, PLOT, STATE
 use crate::tree_lstm_blocks::{compile_training, Phrase, TrainingModel};
 
 mod step;
-use step::{check_loss, minibatch_loss, update};
+use step::{dropout_seed, finish_step, minibatch_loss};
 
 /// Trees with their words mapped to vocabulary ids.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +54,11 @@ pub struct Split {
 }
 
 impl Split {
+    /// The node count of the trees at positions `batch`.
+    pub fn nodes(&self, batch: &[usize]) -> usize {
+        batch.iter().map(|&i| self.trees[i].nodes.len()).sum()
+    }
+
     /// Encodes `trees` with `vocab` (unknown words get `Vocab::UNK`).
     pub fn new(trees: Vec<Tree>, vocab: &Vocab) -> Split {
         let ids = trees.iter().map(|t| vocab.encode(t)).collect();
@@ -533,9 +538,8 @@ impl Trainer {
             batches,
             |g, &(step, chunk)| {
                 g.set_train(true);
-                g.set_seed(mix(seed ^ DROPOUT_STREAM, step));
-                let (total, loss) = minibatch_loss(model, train, g, chunk, mean, chunk.len())?;
-                Ok((total, loss))
+                g.set_seed(dropout_seed(seed, step));
+                minibatch_loss(model, train, g, chunk, mean, chunk.len())
             },
             |g, (total, loss), (_, chunk)| {
                 engine.backward(g, store, loss)?;
@@ -546,11 +550,9 @@ impl Trainer {
                 // The graph holds the parameters' values: cleared first, the
                 // update writes them in place instead of copying them.
                 g.clear();
-                check_loss(value, state.step)?;
-                update(model, store, opt, embed_opt.as_mut())?;
-                state.step += 1;
-                let nodes = chunk.iter().map(|&i| train.trees[i].nodes.len()).sum();
-                stepped(value as f64, nodes, chunk.len());
+                let step = &mut state.step;
+                finish_step(value, step, model, store, opt, embed_opt.as_mut())?;
+                stepped(value as f64, train.nodes(chunk), chunk.len());
                 Ok(())
             },
         )
@@ -560,7 +562,7 @@ impl Trainer {
     /// blocks-written model or in parts ([`DataParallel`]); returns the
     /// summed loss and the number of nodes.
     fn step(&mut self, batch: &[usize]) -> Result<(f64, usize)> {
-        let seed = mix(self.state.train.seed ^ DROPOUT_STREAM, self.state.step);
+        let seed = dropout_seed(self.state.train.seed, self.state.step);
         let mean = self.state.train.reduction == Reduction::Mean;
         let value = if let Some((compiled, phrases)) = &mut self.blocks {
             compiled.set_train(true);
@@ -593,16 +595,15 @@ impl Trainer {
                 total
             }
         };
-        let nodes = batch.iter().map(|&i| self.train.trees[i].nodes.len()).sum();
-        check_loss(value, self.state.step)?;
-        update(
+        finish_step(
+            value,
+            &mut self.state.step,
             &self.model,
             &mut self.store,
             &mut self.opt,
             self.embed_opt.as_mut(),
         )?;
-        self.state.step += 1;
-        Ok((value as f64, nodes))
+        Ok((value as f64, self.train.nodes(batch)))
     }
 
     /// Fine-grained and binary accuracy on the dev set (deterministic).
@@ -616,9 +617,6 @@ impl Trainer {
         )
     }
 }
-
-/// Tag that separates the dropout seeds from the shuffling seeds.
-const DROPOUT_STREAM: u64 = 0x6472_6f70_6f75_7421;
 
 /// Creates `dir`, refusing to overwrite a run unless `overwrite`.
 fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use sheaf_autodiff::{Expr, Graph, Optimizer, ParamStore};
 
-use super::Split;
+use super::{mix, Split};
 use crate::error::{Error, Result};
 use crate::model::TreeLstm;
 
@@ -30,21 +30,40 @@ pub(super) fn minibatch_loss(
     Ok((total, loss))
 }
 
-/// Refuses a step whose loss is not finite (`step` steps came before it).
-pub(super) fn check_loss(value: f32, step: u64) -> Result<()> {
+/// Ends a step whose summed loss is `value`: refuses a loss that is not
+/// finite, applies the gradients ([`update`]) and counts the step in `step`
+/// (the steps done before this one).
+pub(super) fn finish_step(
+    value: f32,
+    step: &mut u64,
+    model: &TreeLstm,
+    store: &mut ParamStore,
+    opt: &mut Optimizer,
+    embed_opt: Option<&mut Optimizer>,
+) -> Result<()> {
     if !value.is_finite() {
         return Err(Error::Config(format!(
             "training diverged: the loss of step {} is {value} (try a lower --lr or --clip-norm)",
-            step + 1
+            *step + 1
         )));
     }
+    update(model, store, opt, embed_opt)?;
+    *step += 1;
     Ok(())
+}
+
+/// Tag that separates the dropout seeds from the shuffling seeds.
+const DROPOUT_STREAM: u64 = 0x6472_6f70_6f75_7421;
+
+/// The dropout seed of step `step` of a run seeded `seed`.
+pub(super) fn dropout_seed(seed: u64, step: u64) -> u64 {
+    mix(seed ^ DROPOUT_STREAM, step)
 }
 
 /// Applies the accumulated gradients: all parameters with `opt`, or, with
 /// an embedding optimizer, the table's gradient is set aside while `opt`
 /// updates the rest and then applied alone by `embed_opt`.
-pub(super) fn update(
+fn update(
     model: &TreeLstm,
     store: &mut ParamStore,
     opt: &mut Optimizer,
@@ -128,7 +147,7 @@ mod tests {
         for (k, chunk) in order.chunks(6).enumerate() {
             let mut g = Graph::new();
             g.set_train(true);
-            g.set_seed(mix(cfg.seed ^ DROPOUT_STREAM, k as u64));
+            g.set_seed(dropout_seed(cfg.seed, k as u64));
             let mean = cfg.reduction == Reduction::Mean;
             let (total, loss) =
                 minibatch_loss(&t.model, &t.train, &mut g, chunk, mean, chunk.len()).unwrap();
