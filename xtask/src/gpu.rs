@@ -2,8 +2,11 @@
 //! toolchain needs to run sheaf's GPU tests and benchmarks, in
 //! `gpu-bundle/` (git-ignored): the test executables that have GPU parts,
 //! `bench-gpu` and `sst`, all release builds with the `cuda` feature and no
-//! debug info, and `run.sh`, which runs them from the repository root and
-//! writes their logs under `$OUT` (or `gpu-bundle/out`).
+//! debug info, packed as `bin.tar.gz` (at most 64 MiB can be brought to a
+//! GPU machine at once), and `run.sh`, which unpacks them, runs them from
+//! the repository root with `SHEAF_REQUIRE_GPU=1` (a device that fails to
+//! open fails the tests), prints each test binary's passed / failed /
+//! skipped counts and writes the logs under `$OUT` (or `gpu-bundle/out`).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -29,28 +32,48 @@ const GPU_TESTS: &[&str] = &[
 const RUN: &str = r#"#!/usr/bin/env bash
 # Runs sheaf's GPU tests and benchmarks; from the repository root:
 #   bash gpu-bundle/run.sh [--quick]
+# The binaries come packed (bin.tar.gz: at most 64 MiB can be brought to a
+# GPU machine at once) and are unpacked into a temporary directory.
+# SHEAF_REQUIRE_GPU=1: a device, cuBLAS or PTX that fails to load FAILS the
+# GPU tests instead of letting them skip and pass.
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
+export SHEAF_REQUIRE_GPU=1
 OUT=${OUT:-gpu-bundle/out}
 mkdir -p "$OUT"
+BIN=$(mktemp -d "${TMPDIR:-/tmp}/sheaf-gpu-bundle.XXXXXX")
+tar -xzf gpu-bundle/bin.tar.gz -C "$BIN" || { echo "unpacking gpu-bundle/bin.tar.gz failed"; exit 1; }
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 status=0
-for t in gpu-bundle/tests/*; do
+printf '%-24s %7s %7s %8s\n' binary passed failed skipped
+for t in "$BIN"/tests/*; do
   name=$(basename "$t")
-  echo "== $name"
-  "$t" --test-threads=1 > "$OUT/test-$name.log" 2>&1 || { status=1; echo "FAILED: $name"; }
-  tail -3 "$OUT/test-$name.log"
+  log="$OUT/test-$name.log"
+  # --nocapture: the "skipping: <why>" lines of passing tests reach the log.
+  "$t" --test-threads=1 --nocapture > "$log" 2>&1 || { status=1; failed_bins="${failed_bins:-} $name"; }
+  res=$(grep -E '^test result:' "$log" | tail -1)
+  passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<< "$res")
+  failed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<< "$res")
+  skipped=$(grep -c '^skipping' "$log")
+  printf '%-24s %7s %7s %8s\n' "$name" "${passed:-?}" "${failed:-?}" "$skipped"
 done
-gpu-bundle/bench-gpu ${1:-} --out "$OUT/results.jsonl" > "$OUT/bench-gpu.log" 2>&1 || status=1
+[ -n "${failed_bins:-}" ] && echo "FAILED:${failed_bins} (logs in $OUT)"
+"$BIN"/bench-gpu ${1:-} --out "$OUT/results.jsonl" > "$OUT/bench-gpu.log" 2>&1 || status=1
 cat "$OUT/bench-gpu.log"
-gpu-bundle/sst train --device cuda --epochs 1 --checkpoint-dir "$OUT/sst" --overwrite > "$OUT/sst.log" 2>&1 || status=1
+"$BIN"/sst train --device cuda --epochs 1 --checkpoint-dir "$OUT/sst" --overwrite > "$OUT/sst.log" 2>&1 || status=1
 tail -4 "$OUT/sst.log"
+rm -rf "$BIN"
 exit $status
 "#;
 
 pub fn bundle(root: &Path) -> Result<(), String> {
     let dir = root.join("gpu-bundle");
-    let tests = dir.join("tests");
+    // A fresh bundle: nothing of an earlier one (a test since renamed) stays.
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let bin_dir = dir.join("bin");
+    let tests = bin_dir.join("tests");
     std::fs::create_dir_all(&tests).map_err(|e| format!("{}: {e}", tests.display()))?;
     // Test executables: cargo prints each as a JSON message.
     let out = Command::new(super::cargo())
@@ -105,14 +128,47 @@ pub fn bundle(root: &Path) -> Result<(), String> {
         if !status.success() {
             return Err(format!("building {bin} failed"));
         }
-        copy(&super::release_binary(root, bin), &dir.join(bin))?;
+        copy(&super::release_binary(root, bin), &bin_dir.join(bin))?;
     }
+    let packed = pack(&dir)?;
     std::fs::write(dir.join("run.sh"), RUN).map_err(|e| format!("run.sh: {e}"))?;
     println!(
-        "{}: {copied} test executables, bench-gpu, sst, run.sh",
-        dir.display()
+        "{}: {copied} test executables, bench-gpu and sst in bin.tar.gz ({:.1} MiB), run.sh",
+        dir.display(),
+        packed as f64 / MIB as f64
     );
     Ok(())
+}
+
+const MIB: u64 = 1 << 20;
+/// What can be brought to the GPU machine at once.
+const BUNDLE_MAX: u64 = 64 * MIB;
+
+/// Packs `dir/bin` into `dir/bin.tar.gz` (and removes it); returns the size
+/// of the whole bundle, an error where it exceeds [`BUNDLE_MAX`].
+fn pack(dir: &Path) -> Result<u64, String> {
+    let archive = dir.join("bin.tar.gz");
+    let status = Command::new("tar")
+        .current_dir(dir)
+        .args(["-czf", "bin.tar.gz", "-C", "bin", "."])
+        .status()
+        .map_err(|e| format!("tar: {e}"))?;
+    if !status.success() {
+        return Err(format!("tar -czf {} failed", archive.display()));
+    }
+    std::fs::remove_dir_all(dir.join("bin")).map_err(|e| format!("removing bin/: {e}"))?;
+    let size = std::fs::metadata(&archive)
+        .map_err(|e| format!("{}: {e}", archive.display()))?
+        .len();
+    if size > BUNDLE_MAX {
+        return Err(format!(
+            "{} is {:.1} MiB: at most {} MiB can be brought to the GPU machine at once",
+            archive.display(),
+            size as f64 / MIB as f64,
+            BUNDLE_MAX / MIB
+        ));
+    }
+    Ok(size)
 }
 
 fn copy(from: &Path, to: &Path) -> Result<(), String> {

@@ -340,7 +340,7 @@ impl Optimizer {
                 }
                 Plan::Rows(rows) => {
                     let n = rows.len();
-                    let idx = Tensor::from_vec(rows, [n])
+                    let idx = Tensor::from_slice(&rows, [n])
                         .and_then(|i| i.to_device(device))
                         .map_err(|s| terr(name, s))?;
                     let mut grad = Tensor::zeros(shape.with_rows(n), DType::F32, device)
@@ -349,7 +349,7 @@ impl Optimizer {
                         .gather_rows(&acc.grad, &idx, grad.view_mut().map_err(|s| terr(name, s))?)
                         .map_err(|s| terr(name, s))?;
                     scale_in_place(backend, &mut grad, scale).map_err(|s| terr(name, s))?;
-                    rows_step(backend, &self.method, t, param, &idx, &grad, views)
+                    rows_step(backend, &self.method, t, param, &rows, &grad, views)
                 }
             }
             .map_err(|s| terr(name, s))?;
@@ -466,7 +466,7 @@ fn rows_step(
     method: &Method,
     t: u64,
     param: TensorMut<'_>,
-    rows: &Tensor,
+    rows: &[u32],
     grad: &Tensor,
     state: Vec<TensorMut<'_>>,
 ) -> sheaf_tensor::Result<()> {

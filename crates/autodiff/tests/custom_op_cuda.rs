@@ -112,6 +112,12 @@ fn run(device: Device) -> (Vec<f32>, Vec<f32>) {
 fn user_cuda_kernel_equals_the_cpu_path() {
     let gpu = Device::Cuda(0);
     if let Err(e) = gpu.check_available() {
+        if sheaf_tensor::gpu_required() {
+            panic!(
+                "{}=1, but {gpu} did not open: {e}",
+                sheaf_tensor::REQUIRE_GPU_VAR
+            );
+        }
         eprintln!("skipping: {e}");
         return;
     }

@@ -252,13 +252,30 @@ impl CudaKernels {
     pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(&self, len: usize) -> Result<CudaSlice<T>> {
         let bytes = len.saturating_mul(std::mem::size_of::<T>());
         if len == 0 {
-            // cuMemAlloc rejects zero bytes: an empty slice needs no memory.
-            return self.stream.null::<T>().map_err(CudaError::driver("alloc"));
+            return self.alloc_empty();
         }
         self.count_launch();
         self.stream
             .alloc_zeros::<T>(len)
             .map_err(|e| self.alloc_error(e, bytes))
+    }
+
+    /// An empty slice backed by one real word. cudarc's `null()` asks
+    /// `cuMemAllocAsync` for zero bytes, which some CUDA versions answer
+    /// without writing the pointer; the slice would then free whatever the
+    /// pointer held when dropped.
+    fn alloc_empty<T>(&self) -> Result<CudaSlice<T>> {
+        self.count_launch();
+        let word = self
+            .stream
+            .alloc_zeros::<u32>(1)
+            .map_err(|e| self.alloc_error(e, 4))?;
+        let ptr = word.leak();
+        // SAFETY: `ptr` is a live 4-byte allocation of this stream, owned by
+        // nothing since `leak`; the slice made of it holds zero elements of
+        // `T` (so nothing is ever read or written through it) and frees it
+        // on drop, as the slice it came from would have.
+        Ok(unsafe { self.stream.upgrade_device_ptr::<T>(ptr, 0) })
     }
 
     fn alloc_error(&self, e: DriverError, bytes: usize) -> CudaError {
@@ -412,6 +429,22 @@ impl CudaKernels {
             bound: word[3] as usize,
         })
     }
+}
+
+/// Makes `slice`'s context current on the calling thread, so that the
+/// slice's drop can free it: cudarc frees device memory with
+/// `cuMemFreeAsync` without binding the context, and a tensor may be dropped
+/// on a thread that never touched the device (a fresh thread, a rayon
+/// worker). An error recorded before (a failed free) is kept for the next
+/// [`CudaKernels::check`], as is a failure to bind.
+pub fn bind_for_drop<T>(slice: &CudaSlice<T>) {
+    let ctx = slice.context();
+    // `bind_to_thread` first takes (and returns) a recorded error without
+    // binding: take it here, bind, and record both again.
+    let earlier = ctx.check_err();
+    let bound = ctx.bind_to_thread();
+    ctx.record_err(earlier);
+    ctx.record_err(bound);
 }
 
 /// Names of the `.entry` functions in a PTX text.

@@ -31,7 +31,8 @@ mod softmax;
 mod user;
 
 pub use context::{
-    as_u32, device_count, driver_present, narrow_view_mut, split_view_mut, CudaKernels, STAGING_MAX,
+    as_u32, bind_for_drop, device_count, driver_present, narrow_view_mut, split_view_mut,
+    CudaKernels, STAGING_MAX,
 };
 pub use cudarc::driver::{
     CudaFunction, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
@@ -41,3 +42,14 @@ pub use error::{CudaError, Result};
 pub use gemm::Operand;
 pub use optim::{AdamArgs, RowSet};
 pub use user::UserKernel;
+
+/// The environment variable under which GPU tests FAIL, instead of
+/// skipping, where a device cannot be opened: `SHEAF_REQUIRE_GPU=1`. The
+/// GPU bundle's `run.sh` sets it, so that a run on a GPU machine whose
+/// device, cuBLAS or PTX fails to load reports failures, not passes.
+pub const REQUIRE_GPU_VAR: &str = "SHEAF_REQUIRE_GPU";
+
+/// Whether [`REQUIRE_GPU_VAR`] is set to `1`.
+pub fn gpu_required() -> bool {
+    std::env::var_os(REQUIRE_GPU_VAR).is_some_and(|v| v == "1")
+}

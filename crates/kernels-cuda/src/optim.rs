@@ -154,7 +154,9 @@ impl CudaKernels {
             return Ok(());
         }
         let (rows, cfg) = (set.rows, self.elementwise_config(grad.len()));
-        match velocity {
+        // Without momentum the velocity is neither read nor written, as in
+        // the dense step and on the CPU.
+        match velocity.filter(|_| mu != 0.0) {
             None => launch!(
                 self,
                 "sgd_step_rows",

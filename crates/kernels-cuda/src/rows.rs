@@ -90,6 +90,39 @@ impl CudaKernels {
         }
     }
 
+    /// Index values `idx[i] < bound`, checked on the host: for row moves of
+    /// zero columns, which launch no kernel and so never read the indices
+    /// on the device, yet must reject a bad one as the CPU does. Waits for
+    /// the stream to read `idx`, but unlike a download leaves an error that
+    /// an earlier kernel recorded for the next [`CudaKernels::check`], so
+    /// that it is reported under that kernel's name, not this one's.
+    pub fn check_indices(
+        &self,
+        kernel: &'static str,
+        idx: &CudaView<'_, u32>,
+        bound: usize,
+    ) -> Result<()> {
+        if idx.is_empty() {
+            return Ok(());
+        }
+        let mut host = vec![0u32; idx.len()];
+        self.count_launch();
+        let stream = self.stream();
+        stream
+            .memcpy_dtoh(idx, &mut host)
+            .map_err(CudaError::driver(kernel))?;
+        stream.synchronize().map_err(CudaError::driver(kernel))?;
+        match host.iter().position(|&r| r as usize >= bound) {
+            None => Ok(()),
+            Some(position) => Err(CudaError::Index {
+                kernel,
+                index: host[position] as usize,
+                position,
+                bound,
+            }),
+        }
+    }
+
     /// `dst[r, dst_col..+width] (+)= src[r, src_col..+width]` for every
     /// row of the `? x src_cols` matrix `src` and `? x dst_cols` `dst`.
     #[allow(clippy::too_many_arguments)]

@@ -239,6 +239,9 @@ fn sparse_case(opt: SparseOpt, seed: u64) -> TestResult {
             match opt {
                 SparseOpt::Sgd => {
                     cpu.sgd_step_rows(&sgd, &mut p, cols, rows, &g, &mut [])?;
+                    // A velocity passed with momentum 0 must be ignored
+                    // (checked bit for bit below), as the dense step and
+                    // the CPU ignore it.
                     k.sgd_step_rows(
                         sgd.lr,
                         0.0,
@@ -246,7 +249,7 @@ fn sparse_case(opt: SparseOpt, seed: u64) -> TestResult {
                         &mut pd.as_view_mut(),
                         set,
                         &gv,
-                        None,
+                        Some(&mut ad.as_view_mut()),
                     )?;
                 }
                 SparseOpt::SgdMomentum => {

@@ -7,6 +7,8 @@ use sheaf_kernels_cpu::{CpuKernels, Isa};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Adagrad, Device, Sgd, Tensor};
 
+mod common;
+
 mod rand_free {
     /// A tiny deterministic generator, so the test needs no RNG crate.
     pub struct Lcg(pub u64);
@@ -348,7 +350,7 @@ fn output_layer_reads_states_in_place() {
 #[test]
 fn twenty_training_steps_on_the_gpu_follow_the_cpu() {
     fixed_crossovers();
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = common::gpu() else { return };
     let train = |device: Device| -> Vec<Vec<f32>> {
         let mut rng = Lcg(11);
         let mut store = ParamStore::new();
@@ -390,18 +392,6 @@ fn twenty_training_steps_on_the_gpu_follow_the_cpu() {
                 (x - y).abs() <= 1e-3 * (1.0 + x.abs().max(y.abs())),
                 "parameter {i}[{j}]: {x} on the GPU vs {y} on the CPU"
             );
-        }
-    }
-}
-
-/// The CUDA device, or `None` with the reason printed.
-fn gpu() -> Option<Device> {
-    let d = Device::Cuda(0);
-    match d.check_available() {
-        Ok(()) => Some(d),
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            None
         }
     }
 }

@@ -6,7 +6,7 @@
 //! backend fetches the data), so every backend shares them.
 
 use crate::error::{Result, TensorError};
-use crate::{Shape, Transpose};
+use crate::{KernelError, Shape, Transpose};
 
 /// The checks of one op: carries the op name into every error.
 #[derive(Debug, Clone, Copy)]
@@ -255,14 +255,45 @@ pub(crate) fn broadcast_row(row: Shape, dst: Shape) -> Result<()> {
     ck.expect("row", dst.row_shape(), row)
 }
 
-/// Sparse optimizer step: `param` `[table_rows, ...]`, `rows` `[n]`, `grad`
-/// `[n, ...]`. Returns the row length.
-pub(crate) fn step_rows(op: &'static str, param: Shape, rows: Shape, grad: Shape) -> Result<usize> {
+/// Sparse optimizer step: `param` `[table_rows, ...]`, `rows` `n` row ids,
+/// `grad` `[n, ...]`. Returns the row length.
+pub(crate) fn step_rows(
+    op: &'static str,
+    param: Shape,
+    rows: &[u32],
+    grad: Shape,
+) -> Result<usize> {
     let ck = Check(op);
     ck.min_rank("param", param, 1)?;
-    let n = ck.index("rows", rows)?;
-    ck.expect("grad", param.with_rows(n), grad)?;
+    ck.expect("grad", param.with_rows(rows.len()), grad)?;
     Ok(param.row_len_unchecked())
+}
+
+/// The row ids of a sparse optimizer step: each below `table_rows`, none
+/// listed twice (the CPU kernels check the same, with the same words).
+pub(crate) fn row_ids(op: &'static str, rows: &[u32], table_rows: usize) -> Result<()> {
+    let mut first_at = std::collections::HashMap::with_capacity(rows.len());
+    for (position, &id) in rows.iter().enumerate() {
+        let source = if id as usize >= table_rows {
+            KernelError::Index {
+                kernel: op,
+                index: id as usize,
+                position,
+                rows: table_rows,
+            }
+        } else if let Some(first) = first_at.insert(id, position) {
+            KernelError::Invalid {
+                kernel: op,
+                what: format!(
+                    "row {id} appears more than once in `rows` (positions {first} and {position})"
+                ),
+            }
+        } else {
+            continue;
+        };
+        return Err(TensorError::Kernel { op, source });
+    }
+    Ok(())
 }
 
 /// Cell widths: `b` rows and hidden size `h` read from `base` (rank 2).

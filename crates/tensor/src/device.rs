@@ -59,6 +59,18 @@ impl Device {
     }
 }
 
+/// The environment variable under which tests with GPU parts FAIL,
+/// instead of skipping, where a CUDA device cannot be opened:
+/// `SHEAF_REQUIRE_GPU=1`. The GPU bundle's `run.sh` sets it, so that a run
+/// on a GPU machine proves something even when the driver, cuBLAS or the
+/// PTX fails to load.
+pub const REQUIRE_GPU_VAR: &str = "SHEAF_REQUIRE_GPU";
+
+/// Whether [`REQUIRE_GPU_VAR`] is set to `1`.
+pub fn gpu_required() -> bool {
+    std::env::var_os(REQUIRE_GPU_VAR).is_some_and(|v| v == "1")
+}
+
 impl std::str::FromStr for Device {
     type Err = String;
 

@@ -69,7 +69,7 @@ pub use backend::{
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
 pub use cuda::CudaBackend;
-pub use device::Device;
+pub use device::{gpu_required, Device, REQUIRE_GPU_VAR};
 pub use dtype::{DType, Element};
 pub use error::{Result, TensorError};
 pub use shape::Shape;

@@ -514,11 +514,11 @@ fn optimizer_checks() {
         "adam_step: argument `v` has shape [2], expected [3]"
     );
     assert_eq!(
-        msg(b.sgd_step_rows(&sgd(0.0), out!([5, 3]), &f([2]), &f([2, 3]), None)),
-        "sgd_step_rows: argument `rows` has dtype f32, expected u32"
+        msg(b.sgd_step_rows(&sgd(0.0), out!([5, 3]), &[0, 1], &f([3, 3]), None)),
+        "sgd_step_rows: argument `grad` has shape [3, 3], expected [2, 3]"
     );
     assert_eq!(
-        msg(b.adagrad_step_rows(&adagrad(), out!([5, 3]), &u([2]), &f([2, 4]), out!([5, 3]))),
+        msg(b.adagrad_step_rows(&adagrad(), out!([5, 3]), &[0, 1], &f([2, 4]), out!([5, 3]))),
         "adagrad_step_rows: argument `grad` has shape [2, 4], expected [2, 3]"
     );
     assert_eq!(
@@ -526,7 +526,7 @@ fn optimizer_checks() {
             &adam(),
             1,
             out!([5, 3]),
-            &u([2]),
+            &[0, 1],
             &f([2, 3]),
             out!([5, 3]),
             out!([4, 3])
@@ -538,32 +538,40 @@ fn optimizer_checks() {
             &adam(),
             3,
             out!([5, 0]),
-            &idx(&[0, 5]),
+            &[0, 5],
             &f([2, 0]),
             out!([5, 0]),
             out!([5, 0])
         )),
         "adam_step_rows failed: adam_step_rows: index 5 at position 1 is out of range for 5 rows"
     );
-    let err = b
-        .adagrad_step_rows(
-            &adagrad(),
-            out!([5, 3]),
-            &idx(&[1, 1]),
-            &f([2, 3]),
-            out!([5, 3]),
-        )
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            TensorError::Kernel {
-                op: "adagrad_step_rows",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    // A row listed twice, with and without columns to update.
+    for cols in [3, 0] {
+        let err = b
+            .adagrad_step_rows(
+                &adagrad(),
+                out!([5, cols]),
+                &[4, 1, 1],
+                &f([3, cols]),
+                out!([5, cols]),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TensorError::Kernel {
+                    op: "adagrad_step_rows",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("row 1 appears more than once in `rows` (positions 1 and 2)"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

@@ -446,11 +446,10 @@ fn optimizer_steps_dense_and_sparse() {
             table0.clone(),
             Tensor::full_f32(0.1, [4, 3], Device::Cpu).unwrap(),
         );
-        let rows = Tensor::from_slice(&[2u32, 0], [2]).unwrap();
         b.adagrad_step_rows(
             &cfg,
             table.view_mut().unwrap(),
-            &rows,
+            &[2, 0],
             &g,
             acc.view_mut().unwrap(),
         )

@@ -135,8 +135,8 @@ fn host_tensors_given_to_the_cuda_backend_are_device_mismatches() {
         .sgd_step_rows(
             &sgd(0.0),
             yg.view_mut().unwrap(),
-            &idx(&[1]),
-            &up(&rand([1, 5], 6)),
+            &[1],
+            &rand([1, 5], 6),
             None,
         )
         .unwrap_err();
@@ -145,7 +145,7 @@ fn host_tensors_given_to_the_cuda_backend_are_device_mismatches() {
             e,
             TensorError::DeviceMismatch {
                 op: "sgd_step_rows",
-                arg: "rows",
+                arg: "grad",
                 ..
             }
         ),
@@ -275,9 +275,38 @@ fn shape_errors_match_the_cpu_backend() {
         ),
         (
             "sgd_step_rows",
-            vec![idx(&[1, 2]), rand([3, 5], 2)],
+            vec![rand([3, 5], 2)],
             vec![rand([10, 5], 3)],
-            Box::new(|b, i, o| b.sgd_step_rows(&sgd(0.0), o[0].view_mut()?, &i[0], &i[1], None)),
+            Box::new(|b, i, o| b.sgd_step_rows(&sgd(0.0), o[0].view_mut()?, &[1, 2], &i[0], None)),
+        ),
+        (
+            "sgd_step_rows duplicate",
+            vec![rand([3, 5], 2)],
+            vec![rand([10, 5], 3)],
+            Box::new(|b, i, o| {
+                b.sgd_step_rows(&sgd(0.0), o[0].view_mut()?, &[1, 4, 1], &i[0], None)
+            }),
+        ),
+        (
+            "adagrad_step_rows past the table",
+            vec![rand([2, 5], 2)],
+            vec![rand([10, 5], 3), rand([10, 5], 4)],
+            Box::new(|b, i, o| {
+                let [p, a] = o else { unreachable!() };
+                b.adagrad_step_rows(&adagrad(), p.view_mut()?, &[3, 10], &i[0], a.view_mut()?)
+            }),
+        ),
+        (
+            "gather_rows zero columns",
+            vec![rand([10, 0], 1), idx(&[1, 10])],
+            vec![rand([2, 0], 3)],
+            Box::new(|b, i, o| b.gather_rows(&i[0], &i[1], o[0].view_mut()?)),
+        ),
+        (
+            "scatter_add_rows zero columns",
+            vec![rand([2, 0], 1), idx(&[12, 1])],
+            vec![rand([10, 0], 3)],
+            Box::new(|b, i, o| b.scatter_add_rows(&i[0], &i[1], o[0].view_mut()?)),
         ),
         (
             "adam_step zero",
@@ -360,7 +389,7 @@ fn bad_index_values_are_errors_at_the_next_download() {
         .sgd_step_rows(
             &sgd(0.0),
             p.view_mut().unwrap(),
-            &up(&idx(&[2, 5, 2])),
+            &[2, 5, 2],
             &up(&rand([3, 4], 9)),
             None,
         )
@@ -380,7 +409,7 @@ fn bad_index_values_are_errors_at_the_next_download() {
             &adam(),
             1,
             p.view_mut().unwrap(),
-            &up(&idx(&[10])),
+            &[10],
             &up(&rand([1, 4], 10)),
             up(&rand([10, 4], 11)).view_mut().unwrap(),
             up(&rand([10, 4], 12)).view_mut().unwrap(),
@@ -437,4 +466,71 @@ fn without_a_driver_cuda_devices_are_unavailable() {
     assert!(!CUDA.is_available());
     // The CPU is unaffected.
     assert!(Device::Cpu.is_available());
+}
+
+/// What the test below runs in a child process: the GPU tests' backend
+/// helper, under whatever `SHEAF_REQUIRE_GPU` the child was given.
+#[test]
+fn probe_the_gpu_helper() {
+    let _ = gpu();
+}
+
+/// Where no device opens, the GPU tests skip, unless `SHEAF_REQUIRE_GPU=1`
+/// asks for a device: then they FAIL, naming the reason.
+#[test]
+fn a_required_device_that_does_not_open_fails_the_tests() {
+    if CUDA.is_available() {
+        eprintln!("not run: cuda:0 opens here");
+        return;
+    }
+    let probe = |require: bool| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "probe_the_gpu_helper", "--test-threads=1"]);
+        cmd.env_remove(sheaf_tensor::REQUIRE_GPU_VAR);
+        if require {
+            cmd.env(sheaf_tensor::REQUIRE_GPU_VAR, "1");
+        }
+        let out = cmd.output().expect("rerun this test binary");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, text) = probe(true);
+    assert!(!ok, "passed although a device was required:\n{text}");
+    assert!(
+        text.contains("SHEAF_REQUIRE_GPU=1, but cuda:0 did not open"),
+        "{text}"
+    );
+    let (ok, text) = probe(false);
+    assert!(ok, "failed without SHEAF_REQUIRE_GPU:\n{text}");
+}
+
+/// Empty device tensors stand on a real one-word allocation (a zero-byte
+/// `cuMemAllocAsync` may leave its pointer unwritten, and the drop would
+/// free whatever it held): making and dropping many is clean.
+#[test]
+fn empty_device_tensors_allocate_and_free_cleanly() {
+    let Some(gpu) = gpu() else { return };
+    for i in 0..1000 {
+        let t = Tensor::zeros([0, 5], DType::F32, CUDA).unwrap();
+        let u = rand([3, 0], i).to_device(CUDA).unwrap();
+        assert_eq!(t.shape(), sh(&[0, 5]));
+        assert!(host(&t).is_empty() && host(&u).is_empty());
+    }
+    gpu.cuda().unwrap().synchronize().unwrap();
+}
+
+/// A device tensor dropped on a thread that never used the device is
+/// freed there (the drop makes the context current first): 80 tensors of
+/// 2 GiB, each dropped on a fresh thread, would run any GPU out of memory
+/// if the frees failed.
+#[test]
+fn device_tensors_dropped_on_fresh_threads_are_freed() {
+    let Some(gpu) = gpu() else { return };
+    for i in 0..80 {
+        let t = Tensor::zeros([1 << 19, 1 << 10], DType::F32, CUDA)
+            .unwrap_or_else(|e| panic!("allocation {i} of 2 GiB: {e}"));
+        std::thread::spawn(move || drop(t)).join().unwrap();
+    }
+    gpu.cuda().unwrap().synchronize().unwrap();
 }

@@ -23,10 +23,18 @@
 use sheaf_kernels_cuda::{CudaKernels, CudaSlice};
 
 /// The device under test, or `None` (with the reason printed) on a machine
-/// without CUDA: every parity test returns early then.
+/// without CUDA: every parity test returns early then. Under
+/// `SHEAF_REQUIRE_GPU=1` (the GPU bundle sets it) a device that fails to
+/// open fails the test instead.
 pub fn gpu() -> Option<CudaKernels> {
     match CudaKernels::new(0) {
         Ok(k) => Some(k),
+        Err(e) if sheaf_kernels_cuda::gpu_required() => {
+            panic!(
+                "{}=1, but cuda:0 did not open: {e}",
+                sheaf_kernels_cuda::REQUIRE_GPU_VAR
+            )
+        }
         Err(e) => {
             eprintln!("skipping: {e}");
             None

@@ -78,11 +78,18 @@ pub enum Run {
 }
 
 /// The CUDA device the GPU tests run on, or `None` (and why, printed) where
-/// this build or machine has none: the tests then pass without running.
+/// this build or machine has none: the tests then pass without running,
+/// except under `SHEAF_REQUIRE_GPU=1`, where they fail.
 pub fn gpu() -> Option<Device> {
     let d = Device::Cuda(0);
     match d.check_available() {
         Ok(()) => Some(d),
+        Err(e) if sheaf_tensor::gpu_required() => {
+            panic!(
+                "{}=1, but {d} did not open: {e}",
+                sheaf_tensor::REQUIRE_GPU_VAR
+            )
+        }
         Err(e) => {
             eprintln!("skipping the GPU part: {e}");
             None

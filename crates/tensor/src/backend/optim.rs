@@ -11,9 +11,11 @@ use crate::{Adagrad, Adam, Sgd, Tensor, TensorMut};
 ///
 /// Dense steps: `grad` and the state buffers have the shape of `param`.
 /// Sparse-row steps (embedding tables): `param` and the state are
-/// `[table_rows, ...]`, `rows` a `u32` vector `[n]` of distinct row ids,
-/// `grad` `[n, ...]` (row i belongs to table row `rows[i]`); only those
-/// rows change. `weight_decay` is L2 (grad + wd * param).
+/// `[table_rows, ...]`, `rows` `n` distinct row ids given on the HOST (the
+/// caller knows them: checking them needs no read from a device), `grad`
+/// `[n, ...]` (row i belongs to table row `rows[i]`); only those rows
+/// change. An id past the table or listed twice is an error and nothing
+/// is updated. `weight_decay` is L2 (grad + wd * param).
 ///
 /// Part of [`super::Backend`], whose documentation states the contracts
 /// shared by every method.
@@ -54,7 +56,7 @@ pub trait OptimOps {
         &self,
         cfg: &Sgd,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         velocity: Option<TensorMut<'_>>,
     ) -> Result<()>;
@@ -64,7 +66,7 @@ pub trait OptimOps {
         &self,
         cfg: &Adagrad,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         accum: TensorMut<'_>,
     ) -> Result<()>;
@@ -76,7 +78,7 @@ pub trait OptimOps {
         cfg: &Adam,
         step: u64,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         m: TensorMut<'_>,
         v: TensorMut<'_>,

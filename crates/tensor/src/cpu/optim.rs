@@ -1,7 +1,7 @@
 //! OptimOps for the CPU backend.
 #![allow(clippy::too_many_arguments)]
 
-use super::{check_indices, f32_in, f32_out, u32_in, CpuBackend};
+use super::{f32_in, f32_out, CpuBackend};
 use crate::backend::OptimOps;
 use crate::check::{self, check_step, check_velocity, Check};
 use crate::error::{Result, TensorError};
@@ -70,19 +70,19 @@ impl OptimOps for CpuBackend {
         &self,
         cfg: &Sgd,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         velocity: Option<TensorMut<'_>>,
     ) -> Result<()> {
         const OP: &str = "sgd_step_rows";
-        let cols = check::step_rows(OP, param.shape(), rows.shape(), grad.shape())?;
+        let cols = check::step_rows(OP, param.shape(), rows, grad.shape())?;
         check_velocity(OP, cfg, param.shape(), velocity.as_ref())?;
         let table_rows = param.num_rows();
-        let (param, rows) = (f32_out(OP, "param", param)?, u32_in(OP, "rows", rows)?);
+        let param = f32_out(OP, "param", param)?;
         let grad = f32_in(OP, "grad", grad)?;
         let velocity = velocity_slice(OP, velocity)?;
         if cols == 0 {
-            return check_indices(OP, rows, table_rows);
+            return check::row_ids(OP, rows, table_rows);
         }
         self.kernels
             .sgd_step_rows(cfg, param, cols, rows, grad, velocity)
@@ -93,18 +93,18 @@ impl OptimOps for CpuBackend {
         &self,
         cfg: &Adagrad,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         accum: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "adagrad_step_rows";
-        let cols = check::step_rows(OP, param.shape(), rows.shape(), grad.shape())?;
+        let cols = check::step_rows(OP, param.shape(), rows, grad.shape())?;
         Check(OP).expect("accum", param.shape(), accum.shape())?;
         let table_rows = param.num_rows();
-        let (param, rows) = (f32_out(OP, "param", param)?, u32_in(OP, "rows", rows)?);
+        let param = f32_out(OP, "param", param)?;
         let (grad, accum) = (f32_in(OP, "grad", grad)?, f32_out(OP, "accum", accum)?);
         if cols == 0 {
-            return check_indices(OP, rows, table_rows);
+            return check::row_ids(OP, rows, table_rows);
         }
         self.kernels
             .adagrad_step_rows(cfg, param, cols, rows, grad, accum)
@@ -116,23 +116,23 @@ impl OptimOps for CpuBackend {
         cfg: &Adam,
         step: u64,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         m: TensorMut<'_>,
         v: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "adam_step_rows";
         check_step(OP, step)?;
-        let cols = check::step_rows(OP, param.shape(), rows.shape(), grad.shape())?;
+        let cols = check::step_rows(OP, param.shape(), rows, grad.shape())?;
         let ck = Check(OP);
         ck.expect("m", param.shape(), m.shape())?;
         ck.expect("v", param.shape(), v.shape())?;
         let table_rows = param.num_rows();
-        let (param, rows) = (f32_out(OP, "param", param)?, u32_in(OP, "rows", rows)?);
+        let param = f32_out(OP, "param", param)?;
         let grad = f32_in(OP, "grad", grad)?;
         let (m, v) = (f32_out(OP, "m", m)?, f32_out(OP, "v", v)?);
         if cols == 0 {
-            return check_indices(OP, rows, table_rows);
+            return check::row_ids(OP, rows, table_rows);
         }
         self.kernels
             .adam_step_rows(cfg, step, param, cols, rows, grad, m, v)

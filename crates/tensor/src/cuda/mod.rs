@@ -204,6 +204,16 @@ pub(crate) struct CudaStorage {
     pub(crate) ordinal: usize,
 }
 
+impl Drop for CudaStorage {
+    fn drop(&mut self) {
+        // The slice's own drop frees the memory on the device's stream but
+        // does not make the context current: a tensor dropped on a thread
+        // that never touched the device (a fresh thread, a rayon worker)
+        // would fail to free it and leak it.
+        sheaf_kernels_cuda::bind_for_drop(&self.data);
+    }
+}
+
 impl CudaStorage {
     /// `words` zeroed words on `cuda:ordinal`.
     pub(crate) fn zeroed(ordinal: usize, words: usize) -> Result<CudaStorage> {

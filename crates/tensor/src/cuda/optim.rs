@@ -1,20 +1,19 @@
 //! OptimOps for the CUDA backend.
 //!
-//! The sparse-row updates read the row ids back to the host (a small copy
-//! and one synchronisation per call) to check that they are in range and
-//! distinct, as the CPU does: on the device, two threads updating one row
-//! would race, and an id past the table would write outside it.
+//! The sparse-row updates take their row ids on the host, check that they
+//! are in range and distinct, as the CPU does (on the device, two threads
+//! updating one row would race, and an id past the table would write
+//! outside it), and upload them through page-locked staging: no read from
+//! the device, no wait for the stream.
 #![allow(clippy::too_many_arguments)]
 
-use std::collections::HashSet;
-
-use sheaf_kernels_cuda::{AdamArgs, CudaViewMut, RowSet};
+use sheaf_kernels_cuda::{as_u32, AdamArgs, CudaSlice, CudaViewMut, RowSet};
 
 use super::{cuda_err, CudaBackend};
 use crate::backend::OptimOps;
 use crate::check::{self, check_step, check_velocity, Check};
 use crate::error::{Result, TensorError};
-use crate::{Adagrad, Adam, KernelError, Sgd, Tensor, TensorMut};
+use crate::{Adagrad, Adam, Sgd, Tensor, TensorMut};
 
 impl CudaBackend {
     fn velocity<'a>(
@@ -25,36 +24,16 @@ impl CudaBackend {
         v.map(|v| self.f32_out(op, "velocity", v)).transpose()
     }
 
-    /// The row ids of a sparse update, checked on the host.
-    fn check_rows(&self, op: &'static str, rows: &Tensor, table_rows: usize) -> Result<()> {
-        crate::check::meta::<u32>(
-            op,
-            "rows",
-            rows.dtype(),
-            rows.device(),
-            crate::Backend::device(self),
-        )?;
-        let ids = rows.to_vec::<u32>()?;
-        let mut seen = HashSet::with_capacity(ids.len());
-        for (position, &id) in ids.iter().enumerate() {
-            let source = if id as usize >= table_rows {
-                KernelError::Index {
-                    kernel: op,
-                    index: id as usize,
-                    position,
-                    rows: table_rows,
-                }
-            } else if !seen.insert(id) {
-                KernelError::Invalid {
-                    kernel: op,
-                    what: format!("row {id} is listed twice (at position {position})"),
-                }
-            } else {
-                continue;
-            };
-            return Err(TensorError::Kernel { op, source });
+    /// The (checked) row ids of a sparse update as device words, uploaded
+    /// without waiting for the stream.
+    fn upload_rows(&self, op: &'static str, rows: &[u32]) -> Result<CudaSlice<f32>> {
+        let words: &[f32] = bytemuck::cast_slice(rows);
+        if words.len() <= sheaf_kernels_cuda::STAGING_MAX {
+            self.kernels.upload_staged(words)
+        } else {
+            self.kernels.upload(words)
         }
-        Ok(())
+        .map_err(cuda_err(op))
     }
 }
 
@@ -156,18 +135,15 @@ impl OptimOps for CudaBackend {
         &self,
         cfg: &Sgd,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         velocity: Option<TensorMut<'_>>,
     ) -> Result<()> {
         const OP: &str = "sgd_step_rows";
-        let cols = check::step_rows(OP, param.shape(), rows.shape(), grad.shape())?;
+        let cols = check::step_rows(OP, param.shape(), rows, grad.shape())?;
         check_velocity(OP, cfg, param.shape(), velocity.as_ref())?;
-        self.check_rows(OP, rows, param.num_rows())?;
-        let (mut param, ids) = (
-            self.f32_out(OP, "param", param)?,
-            self.u32_in(OP, "rows", rows)?,
-        );
+        check::row_ids(OP, rows, param.num_rows())?;
+        let mut param = self.f32_out(OP, "param", param)?;
         let grad = self.f32_in(OP, "grad", grad)?;
         let mut v = self.velocity(OP, velocity)?;
         if cols == 0 {
@@ -178,6 +154,8 @@ impl OptimOps for CudaBackend {
         } else {
             v.as_mut()
         };
+        let ids = self.upload_rows(OP, rows)?;
+        let ids = as_u32(&ids.slice(0..rows.len()));
         let set = RowSet { rows: &ids, cols };
         self.kernels
             .sgd_step_rows(
@@ -196,18 +174,15 @@ impl OptimOps for CudaBackend {
         &self,
         cfg: &Adagrad,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         accum: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "adagrad_step_rows";
-        let cols = check::step_rows(OP, param.shape(), rows.shape(), grad.shape())?;
+        let cols = check::step_rows(OP, param.shape(), rows, grad.shape())?;
         Check(OP).expect("accum", param.shape(), accum.shape())?;
-        self.check_rows(OP, rows, param.num_rows())?;
-        let (mut param, ids) = (
-            self.f32_out(OP, "param", param)?,
-            self.u32_in(OP, "rows", rows)?,
-        );
+        check::row_ids(OP, rows, param.num_rows())?;
+        let mut param = self.f32_out(OP, "param", param)?;
         let (grad, mut accum) = (
             self.f32_in(OP, "grad", grad)?,
             self.f32_out(OP, "accum", accum)?,
@@ -215,6 +190,8 @@ impl OptimOps for CudaBackend {
         if cols == 0 {
             return Ok(());
         }
+        let ids = self.upload_rows(OP, rows)?;
+        let ids = as_u32(&ids.slice(0..rows.len()));
         let set = RowSet { rows: &ids, cols };
         self.kernels
             .adagrad_step_rows(
@@ -234,28 +211,27 @@ impl OptimOps for CudaBackend {
         cfg: &Adam,
         step: u64,
         param: TensorMut<'_>,
-        rows: &Tensor,
+        rows: &[u32],
         grad: &Tensor,
         m: TensorMut<'_>,
         v: TensorMut<'_>,
     ) -> Result<()> {
         const OP: &str = "adam_step_rows";
         check_step(OP, step)?;
-        let cols = check::step_rows(OP, param.shape(), rows.shape(), grad.shape())?;
+        let cols = check::step_rows(OP, param.shape(), rows, grad.shape())?;
         let ck = Check(OP);
         ck.expect("m", param.shape(), m.shape())?;
         ck.expect("v", param.shape(), v.shape())?;
         let args = adam_args(OP, cfg, step)?;
-        self.check_rows(OP, rows, param.num_rows())?;
-        let (mut param, ids) = (
-            self.f32_out(OP, "param", param)?,
-            self.u32_in(OP, "rows", rows)?,
-        );
+        check::row_ids(OP, rows, param.num_rows())?;
+        let mut param = self.f32_out(OP, "param", param)?;
         let grad = self.f32_in(OP, "grad", grad)?;
         let (mut m, mut v) = (self.f32_out(OP, "m", m)?, self.f32_out(OP, "v", v)?);
         if cols == 0 {
             return Ok(());
         }
+        let ids = self.upload_rows(OP, rows)?;
+        let ids = as_u32(&ids.slice(0..rows.len()));
         let set = RowSet { rows: &ids, cols };
         self.kernels
             .adam_step_rows(&args, &mut param, set, &grad, &mut m, &mut v)

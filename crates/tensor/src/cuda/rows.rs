@@ -10,11 +10,15 @@ impl RowOps for CudaBackend {
     fn gather_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
         const OP: &str = "gather_rows";
         let cols = check::gather_rows(src.shape(), idx.shape(), dst.shape())?;
+        let table_rows = src.num_rows();
         let (src, idx) = (self.f32_in(OP, "src", src)?, self.u32_in(OP, "idx", idx)?);
         let mut dst = self.f32_out(OP, "dst", dst)?;
         if cols == 0 {
-            // Nothing to move; index values are not checked without rows.
-            return Ok(());
+            // Nothing to move, but bad index values are still errors.
+            return self
+                .kernels
+                .check_indices(OP, &idx, table_rows)
+                .map_err(cuda_err(OP));
         }
         self.kernels
             .gather_rows(&src, cols, &idx, &mut dst)
@@ -24,10 +28,14 @@ impl RowOps for CudaBackend {
     fn scatter_add_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
         const OP: &str = "scatter_add_rows";
         let cols = check::scatter_add_rows(src.shape(), idx.shape(), dst.shape())?;
+        let table_rows = dst.num_rows();
         let (src, idx) = (self.f32_in(OP, "src", src)?, self.u32_in(OP, "idx", idx)?);
         let mut dst = self.f32_out(OP, "dst", dst)?;
         if cols == 0 {
-            return Ok(());
+            return self
+                .kernels
+                .check_indices(OP, &idx, table_rows)
+                .map_err(cuda_err(OP));
         }
         self.kernels
             .scatter_add_rows(&src, cols, &idx, &mut dst)

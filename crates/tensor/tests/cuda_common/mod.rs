@@ -104,7 +104,8 @@ impl Deref for Gpu {
 }
 
 /// The CUDA backend of device 0, or `None` after printing why the test is
-/// skipped.
+/// skipped; under `SHEAF_REQUIRE_GPU=1` a device that fails to open fails
+/// the test instead.
 pub fn gpu() -> Option<Gpu> {
     static LOCK: Mutex<()> = Mutex::new(());
     match Device::Cuda(0).backend() {
@@ -112,6 +113,12 @@ pub fn gpu() -> Option<Gpu> {
             _lock: LOCK.lock().unwrap_or_else(|p| p.into_inner()),
             backend,
         }),
+        Err(e) if sheaf_tensor::gpu_required() => {
+            panic!(
+                "{}=1, but cuda:0 did not open: {e}",
+                sheaf_tensor::REQUIRE_GPU_VAR
+            )
+        }
         Err(e) => {
             eprintln!("skipping: {e}");
             None
