@@ -59,6 +59,9 @@ pub enum Error {
     /// The blocks-written model failed to compile or run.
     #[error("model: {0}")]
     Blocks(#[from] sheaf_blocks::BlockError),
+    /// Training across ranks failed (model mismatch, divergence, MPI).
+    #[error("distributed: {0}")]
+    Dist(#[from] sheaf_dist::DistError),
 }
 
 impl Error {

@@ -22,9 +22,11 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Instant;
 
 use sheaf_autodiff::{Expr, Optimizer, ParamStore};
+use sheaf_dist::{Communicator, GradSync, SyncStats};
 use sheaf_sched::{DataParallel, Pipeline};
 use sheaf_tensor::Device;
 
@@ -41,7 +43,9 @@ pub use crate::state::read_vocab;
 use crate::state::{Best, EpochRecord, RunState, BEST, HISTORY, LAST, PLOT, STATE, VOCAB};
 use crate::tree_lstm_blocks::{compile_training, Phrase, TrainingModel};
 
+mod dist;
 mod step;
+pub use dist::DEFAULT_CHECK_EVERY;
 use step::{dropout_seed, finish_step, minibatch_loss};
 
 /// Trees with their words mapped to vocabulary ids.
@@ -151,6 +155,8 @@ pub struct Trainer {
     blocks: Option<(TrainingModel, Vec<Phrase>)>,
     train: Split,
     dev: Split,
+    /// Training across ranks (`set_distributed`).
+    dist: Option<dist::Distributed>,
 }
 
 /// The blocks-written model, compiled for `cfg`'s executor, and the
@@ -207,13 +213,42 @@ impl Trainer {
     /// is an error unless `overwrite`, which deletes that run's files.
     pub fn new(
         dir: &Path,
-        mut model: ModelConfig,
+        model: ModelConfig,
         cfg: TrainConfig,
         overwrite: bool,
         on: &mut dyn FnMut(Event<'_>),
     ) -> Result<Trainer> {
+        Trainer::create(dir, model, cfg, overwrite, true, on)
+    }
+
+    /// [`Trainer::new`] on one rank of a distributed run
+    /// ([`Trainer::set_distributed`] follows): rank 0 prepares the
+    /// directory and writes the run's files, the other ranks build the
+    /// same run in memory and write nothing.
+    pub fn new_distributed(
+        dir: &Path,
+        model: ModelConfig,
+        cfg: TrainConfig,
+        overwrite: bool,
+        (comm, sync, check_every): (Rc<dyn Communicator>, GradSync, u64),
+        on: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Trainer> {
+        let writes = comm.rank() == 0;
+        let mut t = Trainer::create(dir, model, cfg, overwrite, writes, on)?;
+        t.set_distributed(comm, sync, check_every)?;
+        Ok(t)
+    }
+
+    fn create(
+        dir: &Path,
+        mut model: ModelConfig,
+        cfg: TrainConfig,
+        overwrite: bool,
+        writes: bool,
+        on: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Trainer> {
         cfg.validate()?;
-        if !overwrite && dir.join(STATE).exists() {
+        if writes && !overwrite && dir.join(STATE).exists() {
             // Checked again (and old files deleted) once the new run is set up.
             prepare_dir(dir, false)?;
         }
@@ -242,13 +277,15 @@ impl Trainer {
                 path.display()
             )));
         }
-        prepare_dir(dir, overwrite)?;
-        let vocab_path = dir.join(VOCAB);
-        crate::state::write_atomic(&vocab_path, vocab.to_text().as_bytes())?;
         let opt = cfg.optimizer();
-        save_last(&opt, &store, dir)?;
         let state = RunState::new(model, cfg.clone());
-        state.save(dir)?;
+        if writes {
+            prepare_dir(dir, overwrite)?;
+            let vocab_path = dir.join(VOCAB);
+            crate::state::write_atomic(&vocab_path, vocab.to_text().as_bytes())?;
+            save_last(&opt, &store, dir)?;
+            state.save(dir)?;
+        }
         let blocks = blocks_run(&net, &cfg, &train)?;
         Ok(Trainer {
             dir: dir.to_path_buf(),
@@ -264,6 +301,7 @@ impl Trainer {
             blocks,
             train,
             dev,
+            dist: None,
         })
     }
 
@@ -328,6 +366,7 @@ impl Trainer {
             pipeline: Pipeline::new(),
             parallel: None,
             dev,
+            dist: None,
         })
     }
 
@@ -374,6 +413,9 @@ impl Trainer {
         }
         let exec = self.state.train.exec;
         let refuse = |why: &str| Err(Error::Config(format!("--parallel {parts}: {why}")));
+        if self.dist.is_some() {
+            return refuse("a distributed run's ranks take one graph each; run more ranks instead");
+        }
         if self.blocks.is_some() {
             return refuse("the model written with blocks runs one graph per step");
         }
@@ -385,6 +427,68 @@ impl Trainer {
         }
         self.parallel = Some(DataParallel::new(exec.strategy(), parts));
         Ok(())
+    }
+
+    /// Trains as one rank of `comm` from now on: each step this rank runs
+    /// its shard of the minibatch ([`sheaf_dist::shard`]), `sync` sums
+    /// the gradients over the ranks and every rank takes the same update;
+    /// every `check_every` steps (0 = never) the ranks compare parameter
+    /// checksums. Checks first that every rank runs the same model and
+    /// settings, then copies rank 0's parameters to every rank. Only rank 0
+    /// writes checkpoints (create the other ranks' trainers with
+    /// [`Trainer::new_distributed`], or resume them from rank 0's
+    /// directory). Needs the hand-written model and one graph per step.
+    pub fn set_distributed(
+        &mut self,
+        comm: Rc<dyn Communicator>,
+        sync: GradSync,
+        check_every: u64,
+    ) -> Result<()> {
+        let size = comm.size();
+        let refuse = |why: String| Err(Error::Config(format!("--distributed: {why}")));
+        if self.blocks.is_some() {
+            return refuse("the model written with blocks is not supported across ranks".into());
+        }
+        if self.parallel.is_some() {
+            return refuse("--parallel splits a rank's shard again; run more ranks instead".into());
+        }
+        if size > self.state.train.batch_size {
+            return refuse(format!(
+                "{size} ranks but minibatches of {} trees: each rank needs at least one                  tree (use at most {} ranks, or a larger --batch-size)",
+                self.state.train.batch_size, self.state.train.batch_size
+            ));
+        }
+        sheaf_dist::check_same_model(&*comm, &self.store, self.settings_hash())?;
+        sheaf_dist::broadcast_params(&*comm, &mut self.store)?;
+        self.dist = Some(dist::Distributed::new(comm, sync, check_every));
+        Ok(())
+    }
+
+    /// A hash of the settings every rank must share: the model and the
+    /// training settings, without the paths (machines may differ) and
+    /// what a resumed run may change.
+    fn settings_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut train = self.state.train.clone();
+        train.data_dir = PathBuf::new();
+        train.embeddings = None;
+        train.patience = None;
+        train.epochs = 0;
+        let text = serde_json::to_string(&(&self.state.model, &train)).unwrap_or_default();
+        let mut h = std::hash::DefaultHasher::new();
+        text.hash(&mut h);
+        h.finish()
+    }
+
+    /// Whether this trainer writes the run's files (not a distributed
+    /// run's ranks other than 0).
+    fn writes(&self) -> bool {
+        self.dist.as_ref().is_none_or(|d| d.comm.rank() == 0)
+    }
+
+    /// The gradient exchanges of a distributed run so far (zero otherwise).
+    pub fn sync_stats(&self) -> SyncStats {
+        self.dist.as_ref().map(|d| d.stats).unwrap_or_default()
     }
 
     /// The run's state (settings, progress, history).
@@ -453,7 +557,12 @@ impl Trainer {
             });
         };
         let chunks = order.chunks(self.state.train.batch_size);
-        if self.blocks.is_none() && self.parallel.is_none() {
+        if self.dist.is_some() {
+            for chunk in chunks {
+                let (loss, k) = self.distributed_step(chunk)?;
+                stepped(loss, k, chunk.len());
+            }
+        } else if self.blocks.is_none() && self.parallel.is_none() {
             self.one_graph_steps(chunks, &mut stepped)?;
         } else {
             for chunk in chunks {
@@ -479,10 +588,13 @@ impl Trainer {
             .best
             .as_ref()
             .is_none_or(|b| record.dev_fine > b.dev_fine);
-        if better {
+        let writes = self.writes();
+        if better && writes {
             self.store
                 .save(self.dir.join(BEST))
                 .map_err(|e| Error::checkpoint(self.dir.join(BEST), e.to_string()))?;
+        }
+        if better {
             self.state.best = Some(Best {
                 epoch,
                 dev_fine: record.dev_fine,
@@ -494,14 +606,16 @@ impl Trainer {
         }
         self.state.epochs_done = epoch;
         self.state.history.push(record.clone());
-        save_last(&self.opt, &self.store, &self.dir)?;
-        self.state.save(&self.dir)?;
-        write_history(&self.dir.join(HISTORY), &self.state.history)?;
-        write_plot(
-            &self.dir.join(PLOT),
-            &self.state.history,
-            &self.state.title(),
-        )?;
+        if writes {
+            save_last(&self.opt, &self.store, &self.dir)?;
+            self.state.save(&self.dir)?;
+            write_history(&self.dir.join(HISTORY), &self.state.history)?;
+            write_plot(
+                &self.dir.join(PLOT),
+                &self.state.history,
+                &self.state.title(),
+            )?;
+        }
         on(Event::EpochEnd {
             record: &record,
             best: better,

@@ -12,10 +12,12 @@
 
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sheaf_dist::{Communicator, GradSync};
 use sheaf_examples::engine::{Engine, Exec};
 use sheaf_examples::error::{Error, Result};
 use sheaf_examples::eval::{fine_label, Scores, Trained, Which};
@@ -25,7 +27,7 @@ use sheaf_examples::sst::{parse_trees, read_trees};
 use sheaf_examples::state::{RunState, HISTORY, PLOT};
 use sheaf_examples::train::{
     default_data_dir, with_threads, Event, OptimizerKind, Reduction, ResumeChanges, TrainConfig,
-    Trainer,
+    Trainer, DEFAULT_CHECK_EVERY,
 };
 use sheaf_tensor::Device;
 
@@ -175,6 +177,25 @@ struct TrainArgs {
     /// Stop after N epochs without a better dev accuracy [default: off].
     #[arg(long, value_name = "N")]
     patience: Option<usize>,
+    /// Train as one rank of an MPI job: start with `mpirun -n N sst train
+    /// --distributed ...`; each rank runs its share of every minibatch and
+    /// the gradients are summed over the ranks (needs a build with
+    /// `--features mpi`).
+    #[arg(long)]
+    distributed: bool,
+    /// Gradient all-reduce buckets of at most this many MiB (with
+    /// --distributed).
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 25.0,
+        requires = "distributed"
+    )]
+    bucket_mib: f64,
+    /// Compare the ranks' parameters every N steps; 0 = never (with
+    /// --distributed).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CHECK_EVERY, requires = "distributed")]
+    check_every: u64,
 }
 
 #[derive(Args, Debug)]
@@ -235,8 +256,7 @@ fn main() {
     };
     if let Err(e) = result {
         // One line, whatever the error holds.
-        let msg = e.to_string().replace("\n  - ", "; ").replace('\n', " ");
-        eprintln!("error: {msg}");
+        eprintln!("error: {}", one_line(&e));
         std::process::exit(1);
     }
 }
@@ -247,75 +267,24 @@ fn train(a: TrainArgs) -> Result<()> {
         .check_available()
         .map_err(|e| Error::Config(format!("--device {}: {e}", a.device)))?;
     let threads = a.threads;
-    let mut bar: Option<ProgressBar> = None;
-    let mut on = move |ev: Event<'_>| report(&mut bar, ev);
     let started = Instant::now();
-    let (dir, state) =
-        with_threads(threads, || -> Result<_> {
-            let mut trainer =
-                match &a.resume {
-                    Some(dir) => {
-                        let dir = dir.clone().unwrap_or_else(|| a.checkpoint_dir.clone());
-                        refuse_changes_on_resume(&a)?;
-                        let t = Trainer::resume(
-                            &dir,
-                            ResumeChanges {
-                                epochs: a.epochs,
-                                exec: a.strategy,
-                                patience: a.patience,
-                            },
-                        )?;
-                        let s = t.state();
-                        println!(
-                            "resuming {} after epoch {} (step {}), {} epochs in all",
-                            dir.display(),
-                            s.epochs_done,
-                            s.step,
-                            s.train.epochs
-                        );
-                        t
-                    }
-                    None => {
-                        let (model, cfg) = settings(&a);
-                        let embed = match cfg.embed_lr {
-                            Some(lr) => format!(", embeddings by SGD lr {lr}"),
-                            None => String::new(),
-                        };
-                        println!(
-                    "training: {} lr {} weight decay {}{embed}, batch {} ({}), dropout {}/{}, \
-                     recurrent dropout {}, E {} H {}, epochs {}, seed {}, {} executor",
-                    cfg.optimizer.name(),
-                    cfg.lr,
-                    cfg.weight_decay,
-                    cfg.batch_size,
-                    if cfg.reduction == Reduction::Mean { "mean" } else { "sum" },
-                    model.dropout_embed,
-                    model.dropout_output,
-                    model.recurrent_dropout,
-                    model.embed_dim,
-                    model.hidden,
-                    cfg.epochs,
-                    cfg.seed,
-                    cfg.exec
-                );
-                        Trainer::new(&a.checkpoint_dir, model, cfg, a.overwrite, &mut on)?
-                    }
-                };
-            trainer.to_device(a.device)?;
-            trainer.set_parallel(a.parallel)?;
-            let parts = match a.parallel {
-                0 | 1 => String::new(),
-                n => format!(" ({n} parts side by side)"),
-            };
-            println!(
-                "{} threads{parts}, {}; checkpoints in {}",
-                rayon::current_num_threads(),
-                a.device,
-                trainer.dir().display()
-            );
-            trainer.run(&mut on)?;
-            Ok((trainer.dir().to_path_buf(), trainer.state().clone()))
-        })??;
+    let done = with_threads(threads, || -> Result<_> {
+        // MPI starts on this thread, which makes every MPI call.
+        let world = open_world(&a)?;
+        let result = train_in(&a, world.clone());
+        match (result, &world) {
+            (Err(e), Some(w)) if w.size() > 1 => {
+                // Stop every rank, not only this one: the others would
+                // wait for it in the next collective.
+                eprintln!("error: rank {} of {}: {}", w.rank(), w.size(), one_line(&e));
+                w.abort(1)
+            }
+            (r, _) => r,
+        }
+    })??;
+    let Some((dir, state)) = done else {
+        return Ok(());
+    };
     let secs = started.elapsed().as_secs_f64();
     match &state.best {
         Some(b) => println!(
@@ -329,6 +298,147 @@ fn train(a: TrainArgs) -> Result<()> {
         None => println!("done in {secs:.0} s: no epoch trained"),
     }
     Ok(())
+}
+
+/// The MPI world of `--distributed`, or why there is none.
+fn open_world(a: &TrainArgs) -> Result<Option<Rc<dyn Communicator>>> {
+    if !a.distributed {
+        return Ok(None);
+    }
+    #[cfg(feature = "mpi")]
+    {
+        if !sheaf_dist::launched_by_mpirun() {
+            return Err(Error::Config(
+                "--distributed: this process was not started by mpirun; run \
+                 `mpirun -n N sst train --distributed ...` (see the README's \
+                 \"Training on several machines\")"
+                    .into(),
+            ));
+        }
+        let world: Rc<dyn Communicator> = Rc::new(sheaf_dist::Mpi::init()?);
+        Ok(Some(world))
+    }
+    #[cfg(not(feature = "mpi"))]
+    Err(Error::Config(
+        "--distributed needs a build with `--features mpi` and Open MPI installed (see the \
+         README's \"Training on several machines\")"
+            .into(),
+    ))
+}
+
+/// Trains (on this thread pool); `None` on the ranks other than 0, which
+/// report nothing.
+fn train_in(
+    a: &TrainArgs,
+    world: Option<Rc<dyn Communicator>>,
+) -> Result<Option<(PathBuf, RunState)>> {
+    let rank0 = world.as_ref().is_none_or(|w| w.rank() == 0);
+    let mut bar: Option<ProgressBar> = None;
+    let mut on = move |ev: Event<'_>| {
+        if rank0 {
+            report(&mut bar, ev)
+        }
+    };
+    let dist = world.map(|w| {
+        let bucket = (a.bucket_mib.max(0.0) * (1u64 << 20) as f64) as usize;
+        (w, GradSync::with_bucket_bytes(bucket), a.check_every)
+    });
+    let mut trainer = match &a.resume {
+        Some(dir) => {
+            let dir = dir.clone().unwrap_or_else(|| a.checkpoint_dir.clone());
+            refuse_changes_on_resume(a)?;
+            let mut t = Trainer::resume(
+                &dir,
+                ResumeChanges {
+                    epochs: a.epochs,
+                    exec: a.strategy,
+                    patience: a.patience,
+                },
+            )?;
+            if let Some((w, sync, every)) = dist {
+                t.set_distributed(w, sync, every)?;
+            }
+            let s = t.state();
+            if rank0 {
+                println!(
+                    "resuming {} after epoch {} (step {}), {} epochs in all",
+                    dir.display(),
+                    s.epochs_done,
+                    s.step,
+                    s.train.epochs
+                );
+            }
+            t
+        }
+        None => {
+            let (model, cfg) = settings(a);
+            let embed = match cfg.embed_lr {
+                Some(lr) => format!(", embeddings by SGD lr {lr}"),
+                None => String::new(),
+            };
+            if rank0 {
+                println!(
+                    "training: {} lr {} weight decay {}{embed}, batch {} ({}), dropout {}/{}, \
+                     recurrent dropout {}, E {} H {}, epochs {}, seed {}, {} executor",
+                    cfg.optimizer.name(),
+                    cfg.lr,
+                    cfg.weight_decay,
+                    cfg.batch_size,
+                    if cfg.reduction == Reduction::Mean {
+                        "mean"
+                    } else {
+                        "sum"
+                    },
+                    model.dropout_embed,
+                    model.dropout_output,
+                    model.recurrent_dropout,
+                    model.embed_dim,
+                    model.hidden,
+                    cfg.epochs,
+                    cfg.seed,
+                    cfg.exec
+                );
+            }
+            let dir = &a.checkpoint_dir;
+            match dist {
+                Some(d) => Trainer::new_distributed(dir, model, cfg, a.overwrite, d, &mut on)?,
+                None => Trainer::new(dir, model, cfg, a.overwrite, &mut on)?,
+            }
+        }
+    };
+    trainer.to_device(a.device)?;
+    trainer.set_parallel(a.parallel)?;
+    let parts = match (a.parallel, a.distributed) {
+        (_, true) => " per rank".to_string(),
+        (0 | 1, _) => String::new(),
+        (n, _) => format!(" ({n} parts side by side)"),
+    };
+    if rank0 {
+        println!(
+            "{} threads{parts}, {}; checkpoints in {}",
+            rayon::current_num_threads(),
+            a.device,
+            trainer.dir().display()
+        );
+    }
+    trainer.run(&mut on)?;
+    let sync = trainer.sync_stats();
+    if a.distributed && rank0 {
+        println!(
+            "gradient exchange: {:.1} s in all, {:.1} MB dense in {} buckets, {:.1} MB of \
+             embedding rows (rank 0)",
+            sync.seconds,
+            sync.dense_bytes as f64 / 1e6,
+            sync.buckets,
+            sync.sparse_bytes as f64 / 1e6
+        );
+    }
+    Ok(rank0.then(|| (trainer.dir().to_path_buf(), trainer.state().clone())))
+}
+
+/// An error as one line.
+fn one_line(e: &Error) -> String {
+    e.to_string().replace("\n  - ", "; ").replace('\n', " ")
 }
 
 /// Published settings `sst train --recipe` starts from.

@@ -1,0 +1,72 @@
+//! [`DistError`]: what goes wrong across ranks.
+
+use thiserror::Error;
+
+/// Errors of data-parallel training.
+#[derive(Debug, Error)]
+pub enum DistError {
+    /// Ranks disagree about the model: a parameter's name or shape, or the
+    /// configuration's hash, differs from rank 0's.
+    #[error("rank {rank} runs another model than rank 0: {what}")]
+    ModelMismatch {
+        /// The first rank that differs.
+        rank: usize,
+        /// What differs.
+        what: String,
+    },
+    /// Parameters that must be equal on every rank are not.
+    #[error(
+        "ranks diverged at step {step}: parameter {param:?} on rank {rank} differs from rank 0's \
+         (checksum {theirs:#018x} vs {ours:#018x})"
+    )]
+    Diverged {
+        /// The step after which the check ran.
+        step: u64,
+        /// The first parameter (in store order) that differs.
+        param: String,
+        /// The first rank on which it differs.
+        rank: usize,
+        /// Its checksum there.
+        theirs: u64,
+        /// Its checksum on rank 0.
+        ours: u64,
+    },
+    /// A collective called with arguments that cannot work (mismatched
+    /// lengths, a root past the group).
+    #[error("{0}")]
+    Usage(String),
+    /// The group was aborted by one of its ranks.
+    #[error("rank {rank}: the group was aborted (code {code})")]
+    Aborted {
+        /// This rank.
+        rank: usize,
+        /// The code the aborting rank gave.
+        code: i32,
+    },
+    /// The MPI runtime could not start.
+    #[error("MPI: {0}")]
+    Mpi(String),
+    /// Reading or writing a parameter or gradient failed.
+    #[error("{context}: {source}")]
+    Tensor {
+        /// What was being done.
+        context: String,
+        /// The tensor error.
+        source: sheaf_tensor::TensorError,
+    },
+    /// An error of the parameter store.
+    #[error(transparent)]
+    Graph(#[from] sheaf_autodiff::GraphError),
+}
+
+/// Results of this crate.
+pub type Result<T> = std::result::Result<T, DistError>;
+
+impl DistError {
+    pub(crate) fn tensor(
+        context: impl Into<String>,
+    ) -> impl FnOnce(sheaf_tensor::TensorError) -> DistError {
+        let context = context.into();
+        move |source| DistError::Tensor { context, source }
+    }
+}

@@ -1,0 +1,462 @@
+//! Keeping the ranks' parameters equal: the gradient sum after each
+//! backward ([`GradSync`]), the broadcast from rank 0 at the start
+//! ([`broadcast_params`]), the periodic comparison ([`check_in_sync`]) and
+//! the check that every rank runs the same model ([`check_same_model`]).
+//!
+//! Gradients of parameters on a device are staged through host memory.
+
+use std::time::Instant;
+
+use sheaf_autodiff::{GradAcc, Param, ParamStore};
+use sheaf_tensor::{Device, Tensor};
+
+use crate::comm::{Communicator, CommunicatorExt};
+use crate::error::{DistError, Result};
+
+/// PyTorch DDP's default bucket size, the starting point here.
+pub const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
+
+/// What one [`GradSync::sync`] moved and how long it took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SyncStats {
+    /// Dense all-reduce buckets.
+    pub buckets: usize,
+    /// Bytes summed densely (per rank).
+    pub dense_bytes: usize,
+    /// Bytes of lookup-table rows exchanged as (ids, rows) (this rank's).
+    pub sparse_bytes: usize,
+    /// Seconds spent in the exchange (collectives and staging).
+    pub seconds: f64,
+}
+
+impl std::ops::AddAssign for SyncStats {
+    fn add_assign(&mut self, o: SyncStats) {
+        self.buckets += o.buckets;
+        self.dense_bytes += o.dense_bytes;
+        self.sparse_bytes += o.sparse_bytes;
+        self.seconds += o.seconds;
+    }
+}
+
+/// Sums the gradients accumulated by every rank's backward, so that every
+/// rank then holds the gradient of the whole minibatch and its optimizer
+/// takes the same step.
+///
+/// - Dense parameters touched on some rank are summed with one all-reduce
+///   per bucket of at most [`GradSync::bucket_bytes`] (several parameters
+///   flattened into one buffer), and marked touched on every rank.
+/// - Lookup tables written only by rows (embeddings) exchange those rows
+///   as (ids, rows) and add them in rank order, unless the rows of all
+///   ranks together would be larger than the table: then the table is
+///   summed densely. Either way every rank lists the union of the rows, so
+///   a sparse optimizer updates exactly the rows the whole minibatch
+///   touched.
+///
+/// With one rank it does nothing. Where the loss is a mean over the
+/// minibatch, each rank scales its loss by the GLOBAL instance count
+/// before its backward; the sum is then the gradient of the mean.
+#[derive(Debug, Clone)]
+pub struct GradSync {
+    bucket_bytes: usize,
+}
+
+impl Default for GradSync {
+    fn default() -> Self {
+        GradSync {
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+        }
+    }
+}
+
+/// How one parameter's gradient crosses the ranks this step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Route {
+    /// Touched by no rank: nothing to do.
+    Untouched,
+    /// Summed densely in a bucket.
+    Dense,
+    /// A table written by rows only: (ids, rows) exchanged.
+    Rows,
+    /// A table written by rows only, summed densely (the rows of all ranks
+    /// would outweigh the table); the ids are still exchanged.
+    RowsAsDense,
+}
+
+impl GradSync {
+    /// Buckets of [`DEFAULT_BUCKET_BYTES`].
+    pub fn new() -> GradSync {
+        GradSync::default()
+    }
+
+    /// Buckets of at most `bytes` (at least one parameter per bucket).
+    pub fn with_bucket_bytes(bytes: usize) -> GradSync {
+        GradSync {
+            bucket_bytes: bytes.max(4),
+        }
+    }
+
+    /// The bucket size in bytes.
+    pub fn bucket_bytes(&self) -> usize {
+        self.bucket_bytes
+    }
+
+    /// Sums the gradients of `store` over the ranks of `comm` (see the
+    /// type's docs). Every rank must call it after its backward, before its
+    /// optimizer step, with a store of the same parameters.
+    pub fn sync(&self, comm: &dyn Communicator, store: &ParamStore) -> Result<SyncStats> {
+        let mut stats = SyncStats::default();
+        if comm.size() == 1 {
+            return Ok(stats);
+        }
+        let start = Instant::now();
+        let params = store.params();
+        // Per parameter: [written densely, distinct rows written].
+        let mut mine = Vec::with_capacity(params.len() * 2);
+        let mut own_rows = Vec::with_capacity(params.len());
+        for p in &params {
+            let acc = store.lock_grad(p.id(), "distributed sync")?;
+            let mut rows = acc.rows.clone();
+            rows.sort_unstable();
+            rows.dedup();
+            mine.extend([u64::from(acc.dense), rows.len() as u64]);
+            own_rows.push(rows);
+        }
+        let all = comm.all_gather(&mine)?;
+        for (rank, theirs) in all.iter().enumerate() {
+            if theirs.len() != mine.len() {
+                return Err(DistError::ModelMismatch {
+                    rank,
+                    what: format!(
+                        "{} parameters where this rank has {}",
+                        theirs.len() / 2,
+                        params.len()
+                    ),
+                });
+            }
+        }
+        let routes: Vec<Route> = params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let dense = all.iter().any(|t| t[2 * i] != 0);
+                let rows: u64 = all.iter().map(|t| t[2 * i + 1]).sum();
+                let row_len = row_len(p) as u64;
+                match (dense, rows) {
+                    (false, 0) => Route::Untouched,
+                    (true, _) => Route::Dense,
+                    // ids and values of every rank's rows, against the table.
+                    (false, r) if r * (row_len + 1) < numel(p) as u64 => Route::Rows,
+                    (false, _) => Route::RowsAsDense,
+                }
+            })
+            .collect();
+        self.dense(comm, store, &params, &routes, &mut stats)?;
+        for (i, p) in params.iter().enumerate() {
+            if matches!(routes[i], Route::Rows | Route::RowsAsDense) {
+                let sparse = routes[i] == Route::Rows;
+                rows(comm, store, p, &own_rows[i], sparse, &mut stats)?;
+            }
+        }
+        stats.seconds = start.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+
+    /// The dense routes, in buckets of whole parameters.
+    fn dense(
+        &self,
+        comm: &dyn Communicator,
+        store: &ParamStore,
+        params: &[Param],
+        routes: &[Route],
+        stats: &mut SyncStats,
+    ) -> Result<()> {
+        let dense: Vec<&Param> = params
+            .iter()
+            .zip(routes)
+            .filter(|(_, r)| matches!(r, Route::Dense | Route::RowsAsDense))
+            .map(|(p, _)| p)
+            .collect();
+        let words = self.bucket_bytes / 4;
+        let mut start = 0;
+        while start < dense.len() {
+            // At least one parameter per bucket, then as many as fit.
+            let mut end = start + 1;
+            let mut len = numel(dense[start]);
+            while end < dense.len() && len + numel(dense[end]) <= words {
+                len += numel(dense[end]);
+                end += 1;
+            }
+            let bucket = &dense[start..end];
+            let mut flat = Vec::with_capacity(len);
+            for p in bucket {
+                let acc = store.lock_grad(p.id(), "distributed sync")?;
+                flat.extend_from_slice(&host(&acc.grad, store, p)?);
+            }
+            comm.all_reduce_sum(&mut flat)?;
+            let mut at = 0;
+            for p in bucket {
+                let n = numel(p);
+                let mut acc = store.lock_grad(p.id(), "distributed sync")?;
+                write_host(&mut acc, &flat[at..at + n], store, p)?;
+                if !p.is_table() {
+                    acc.dense = true;
+                }
+                at += n;
+            }
+            stats.buckets += 1;
+            stats.dense_bytes += len * 4;
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+/// A table written by rows only: every rank's ids, and their rows summed
+/// in rank order (`sparse`) or the table already summed densely; the
+/// accumulator then lists the union of the ids.
+fn rows(
+    comm: &dyn Communicator,
+    store: &ParamStore,
+    p: &Param,
+    own: &[u32],
+    sparse: bool,
+    stats: &mut SyncStats,
+) -> Result<()> {
+    let ids = comm.all_gather(own)?;
+    let mut acc = store.lock_grad(p.id(), "distributed sync")?;
+    if sparse {
+        let cols = row_len(p);
+        let name = store.name(p.id())?;
+        let shape = p.shape();
+        with_grad_mut(&mut acc, store, p, |grad| {
+            let mut values = Vec::with_capacity(own.len() * cols);
+            for &r in own {
+                values.extend_from_slice(&grad[r as usize * cols..][..cols]);
+            }
+            let all = comm.all_gather(&values)?;
+            for &r in own {
+                grad[r as usize * cols..][..cols].fill(0.0);
+            }
+            for (rank, (rows, vals)) in ids.iter().zip(&all).enumerate() {
+                if vals.len() != rows.len() * cols {
+                    return Err(DistError::ModelMismatch {
+                        rank,
+                        what: format!(
+                            "{} values for {} rows of {name:?} ({cols} columns)",
+                            vals.len(),
+                            rows.len(),
+                        ),
+                    });
+                }
+                for (k, &r) in rows.iter().enumerate() {
+                    let dst = grad
+                        .get_mut(r as usize * cols..(r as usize + 1) * cols)
+                        .ok_or_else(|| DistError::ModelMismatch {
+                            rank,
+                            what: format!("row {r} is past the table {shape:?} of {name:?}"),
+                        })?;
+                    for (d, s) in dst.iter_mut().zip(&vals[k * cols..(k + 1) * cols]) {
+                        *d += s;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        stats.sparse_bytes += (own.len() * (cols + 1)) * 4;
+    }
+    let mut union: Vec<u32> = ids.into_iter().flatten().collect();
+    union.sort_unstable();
+    union.dedup();
+    acc.rows = union;
+    Ok(())
+}
+
+/// A gradient's values on the host.
+fn host(t: &Tensor, store: &ParamStore, p: &Param) -> Result<Vec<f32>> {
+    match t.device() {
+        Device::Cpu => t.as_slice::<f32>().map(<[f32]>::to_vec),
+        _ => t.to_vec::<f32>(),
+    }
+    .map_err(DistError::tensor(context(
+        store,
+        p,
+        "reading the gradient of",
+    )))
+}
+
+/// Overwrites a gradient with `values`.
+fn write_host(acc: &mut GradAcc, values: &[f32], store: &ParamStore, p: &Param) -> Result<()> {
+    with_grad_mut(acc, store, p, |grad| {
+        grad.copy_from_slice(values);
+        Ok(())
+    })
+}
+
+/// Runs `f` on a gradient's values: in place on the host, or on a host
+/// copy uploaded afterwards where the gradient lives on a device.
+fn with_grad_mut<T>(
+    acc: &mut GradAcc,
+    store: &ParamStore,
+    p: &Param,
+    f: impl FnOnce(&mut [f32]) -> Result<T>,
+) -> Result<T> {
+    let err = || DistError::tensor(context(store, p, "writing the gradient of"));
+    match acc.grad.device() {
+        Device::Cpu => f(acc.grad.as_mut_slice::<f32>().map_err(err())?),
+        device => {
+            let mut values = acc.grad.to_vec::<f32>().map_err(err())?;
+            let out = f(&mut values)?;
+            acc.grad = Tensor::from_vec(values, acc.grad.shape())
+                .and_then(|t| t.to_device(device))
+                .map_err(err())?;
+            Ok(out)
+        }
+    }
+}
+
+/// A parameter's element count (its value exists, so the count fits).
+fn numel(p: &Param) -> usize {
+    p.shape().numel().unwrap_or(0)
+}
+
+/// A parameter's row length (its value exists, so the length fits).
+fn row_len(p: &Param) -> usize {
+    p.shape().row_len().unwrap_or(0)
+}
+
+fn context(store: &ParamStore, p: &Param, what: &str) -> String {
+    format!(
+        "{what} {:?}",
+        store.name(p.id()).unwrap_or("a parameter of another store")
+    )
+}
+
+/// Overwrites every parameter of `store` with rank 0's, so that all ranks
+/// start (or resume) from the same values whatever each one read or drew.
+pub fn broadcast_params(comm: &dyn Communicator, store: &mut ParamStore) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    check_same_model(comm, store, 0)?;
+    for p in store.params() {
+        let mut values = host(store.value(&p)?, store, &p)?;
+        comm.broadcast(&mut values, 0)?;
+        let err = DistError::tensor(context(store, &p, "writing"));
+        let v = store.value_mut(&p)?;
+        match v.device() {
+            Device::Cpu => v
+                .as_mut_slice::<f32>()
+                .map_err(err)?
+                .copy_from_slice(&values),
+            device => {
+                *v = Tensor::from_slice(&values, v.shape())
+                    .and_then(|t| t.to_device(device))
+                    .map_err(err)?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// FNV-1a over 64-bit words: a checksum of a parameter's bits.
+fn fnv(words: impl IntoIterator<Item = u64>) -> u64 {
+    words.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, w| {
+        (h ^ w).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Compares a checksum of every parameter's bits with rank 0's; the first
+/// parameter (in store order) that differs on some rank is a
+/// [`DistError::Diverged`] on EVERY rank, so they all stop together.
+/// `step` only labels the error.
+pub fn check_in_sync(comm: &dyn Communicator, store: &ParamStore, step: u64) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    let params = store.params();
+    let mut sums = Vec::with_capacity(params.len());
+    for p in &params {
+        let v = host(store.value(p)?, store, p)?;
+        sums.push(fnv(v.iter().map(|x| u64::from(x.to_bits()))));
+    }
+    let all = comm.all_gather(&sums)?;
+    for (i, p) in params.iter().enumerate() {
+        for (rank, theirs) in all.iter().enumerate().skip(1) {
+            let (t, o) = (theirs.get(i).copied().unwrap_or(0), all[0][i]);
+            if t != o {
+                return Err(DistError::Diverged {
+                    step,
+                    param: store.name(p.id())?.to_string(),
+                    rank,
+                    theirs: t,
+                    ours: o,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every rank has the parameters of rank 0 (names, shapes,
+/// kinds, in order) and the same `config_hash` (a hash of whatever else
+/// must agree: the model's settings, the training settings): a
+/// [`DistError::ModelMismatch`] on every rank otherwise, naming the first
+/// difference.
+pub fn check_same_model(
+    comm: &dyn Communicator,
+    store: &ParamStore,
+    config_hash: u64,
+) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    let params = store.params();
+    let describe = |p: &Param| -> Result<String> {
+        Ok(format!(
+            "{:?} {:?}{}",
+            store.name(p.id())?,
+            p.shape(),
+            if p.is_table() { " (table)" } else { "" }
+        ))
+    };
+    let mut mine = vec![config_hash, params.len() as u64];
+    for p in &params {
+        mine.push(fnv(describe(p)?.bytes().map(u64::from)));
+    }
+    let all = comm.all_gather(&mine)?;
+    for (rank, theirs) in all.iter().enumerate().skip(1) {
+        let ours = &all[0];
+        if theirs.len() < 2 || theirs[1] != ours[1] {
+            let n = theirs.get(1).copied().unwrap_or(0);
+            return Err(DistError::ModelMismatch {
+                rank,
+                what: format!("{n} parameters, rank 0 has {}", ours[1]),
+            });
+        }
+        if let Some(i) = (2..ours.len()).find(|&i| theirs[i] != ours[i]) {
+            let what = match comm.rank() {
+                0 => format!(
+                    "parameter {} of rank 0 is {} there",
+                    i - 2,
+                    describe(&params[i - 2])?
+                ),
+                r if r == rank => {
+                    format!("its parameter {} is {}", i - 2, describe(&params[i - 2])?)
+                }
+                _ => format!("parameter {} differs", i - 2),
+            };
+            return Err(DistError::ModelMismatch { rank, what });
+        }
+        if theirs[0] != ours[0] {
+            return Err(DistError::ModelMismatch {
+                rank,
+                what: format!(
+                    "its configuration hash is {:#018x}, rank 0's {:#018x} (another \
+                     model or training setting)",
+                    theirs[0], ours[0]
+                ),
+            });
+        }
+    }
+    Ok(())
+}
