@@ -35,6 +35,9 @@ pub struct Record {
     /// The CPU it ran on (`model name` of /proc/cpuinfo, and cores).
     #[serde(default)]
     pub machine: String,
+    /// Processes (MPI ranks) the figure took, where more than one could.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
     pub date: String,
     pub git: String,
     pub notes: String,
@@ -94,6 +97,7 @@ impl Report {
             device: "cpu".into(),
             variant: String::new(),
             machine: self.machine.clone(),
+            ranks: None,
             date: self.date.clone(),
             git: self.git.clone(),
             notes: notes.into(),
@@ -112,6 +116,13 @@ impl Report {
     pub fn set_variant(&mut self, variant: &str) {
         if let Some(r) = self.records.last_mut() {
             r.variant = variant.into();
+        }
+    }
+
+    /// Sets the rank count of the last record added.
+    pub fn set_ranks(&mut self, ranks: usize) {
+        if let Some(r) = self.records.last_mut() {
+            r.ranks = Some(ranks);
         }
     }
 

@@ -299,6 +299,7 @@ mod tests {
             device: "cpu".into(),
             variant: variant.into(),
             machine: "test CPU".into(),
+            ranks: None,
             date: "2026-11-23T00:00:00Z".into(),
             git: "abc".into(),
             notes: String::new(),

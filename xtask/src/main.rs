@@ -3,6 +3,8 @@
 //! - `cargo xtask bench W1|W2|W3|W4|W5|W6 [--quick] [--threads 1,2]`: one
 //!   workload of `shared/BENCHMARKS.md`, figures appended to
 //!   `target/bench/results.jsonl`.
+//! - `cargo xtask bench dist [--quick]`: W1 training on 1 and 2 MPI ranks
+//!   (needs Open MPI; see sheaf-dist).
 //! - `cargo xtask bench all [--quick] [--threads 1,2]`: W1 to W6, then the
 //!   report.
 //! - `cargo xtask bench report`: `target/bench/report.md` and its SVG plots
@@ -94,6 +96,9 @@ enum Suite {
     /// W6: variable-length sequences, bucketing vs. agenda.
     #[value(name = "W6", alias = "w6")]
     W6,
+    /// W1 training across MPI ranks (1 and 2 ranks of one thread): needs
+    /// Open MPI and mpirun (see sheaf-dist).
+    Dist,
     /// W1 to W6, then the report.
     All,
     /// The report of the recorded results (target/bench/report.md, SVGs).
@@ -188,6 +193,7 @@ fn bench(
             run(cmd.args(rest))
         }
         Suite::Report => report(root, quick, rest),
+        Suite::Dist => dist(root, quick, rest),
         Suite::All => {
             build_benches(root)?;
             for w in WORKLOADS {
@@ -200,6 +206,36 @@ fn bench(
             workload(root, w, quick, threads, rest)
         }
     }
+}
+
+/// `bench dist`: bench-dist under `mpirun -n 1` and `-n 2`.
+fn dist(root: &Path, quick: bool, rest: &[String]) -> Result<(), String> {
+    let mut build = Command::new(cargo());
+    build.current_dir(root).args([
+        "build",
+        "--release",
+        "--quiet",
+        "--features",
+        "mpi",
+        "-p",
+        "sheaf-benches",
+        "--bin",
+        "bench-dist",
+    ]);
+    run(&mut build)?;
+    for ranks in ["1", "2"] {
+        let mut cmd = Command::new("mpirun");
+        // Root (CI, the build machines) needs --allow-run-as-root; a
+        // 2-core machine running 2 ranks beside mpirun, --oversubscribe.
+        cmd.current_dir(root)
+            .args(["--allow-run-as-root", "--oversubscribe", "-n", ranks])
+            .arg(release_binary(root, "bench-dist"));
+        if quick {
+            cmd.arg("--quick");
+        }
+        run(cmd.args(rest)).map_err(|e| format!("mpirun -n {ranks} bench-dist: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Builds every benchmark binary once, in release mode.

@@ -51,12 +51,12 @@ pub enum DistError {
     Tensor {
         /// What was being done.
         context: String,
-        /// The tensor error.
-        source: sheaf_tensor::TensorError,
+        /// The tensor error (boxed: it keeps shapes inline).
+        source: Box<sheaf_tensor::TensorError>,
     },
     /// An error of the parameter store.
     #[error(transparent)]
-    Graph(#[from] sheaf_autodiff::GraphError),
+    Graph(#[from] Box<sheaf_autodiff::GraphError>),
 }
 
 /// Results of this crate.
@@ -67,6 +67,15 @@ impl DistError {
         context: impl Into<String>,
     ) -> impl FnOnce(sheaf_tensor::TensorError) -> DistError {
         let context = context.into();
-        move |source| DistError::Tensor { context, source }
+        move |source| DistError::Tensor {
+            context,
+            source: Box::new(source),
+        }
+    }
+}
+
+impl From<sheaf_autodiff::GraphError> for DistError {
+    fn from(e: sheaf_autodiff::GraphError) -> Self {
+        DistError::Graph(Box::new(e))
     }
 }

@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use sheaf_autodiff::{GradAcc, Param, ParamStore};
-use sheaf_tensor::{Device, Tensor};
+use sheaf_tensor::{Device, Shape, Tensor};
 
 use crate::comm::{Communicator, CommunicatorExt};
 use crate::error::{DistError, Result};
@@ -306,9 +306,7 @@ fn with_grad_mut<T>(
         device => {
             let mut values = acc.grad.to_vec::<f32>().map_err(err())?;
             let out = f(&mut values)?;
-            acc.grad = Tensor::from_vec(values, acc.grad.shape())
-                .and_then(|t| t.to_device(device))
-                .map_err(err())?;
+            acc.grad = upload(&values, acc.grad.shape(), device).map_err(err())?;
             Ok(out)
         }
     }
@@ -322,6 +320,13 @@ fn numel(p: &Param) -> usize {
 /// A parameter's row length (its value exists, so the length fits).
 fn row_len(p: &Param) -> usize {
     p.shape().row_len().unwrap_or(0)
+}
+
+/// A device copy of host `values`.
+// `TensorError` keeps its shapes inline; this crate boxes it in its own.
+#[allow(clippy::result_large_err)]
+fn upload(values: &[f32], shape: Shape, device: Device) -> sheaf_tensor::Result<Tensor> {
+    Tensor::from_slice(values, shape)?.to_device(device)
 }
 
 fn context(store: &ParamStore, p: &Param, what: &str) -> String {
@@ -348,11 +353,7 @@ pub fn broadcast_params(comm: &dyn Communicator, store: &mut ParamStore) -> Resu
                 .as_mut_slice::<f32>()
                 .map_err(err)?
                 .copy_from_slice(&values),
-            device => {
-                *v = Tensor::from_slice(&values, v.shape())
-                    .and_then(|t| t.to_device(device))
-                    .map_err(err)?
-            }
+            device => *v = upload(&values, v.shape(), device).map_err(err)?,
         }
     }
     Ok(())

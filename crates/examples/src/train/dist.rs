@@ -93,3 +93,195 @@ impl Trainer {
         Ok((value[0], train.nodes(batch)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    use sheaf_dist::Threads;
+
+    use super::super::*;
+    use crate::engine::Exec;
+
+    /// A data directory with the tiny fixture as every split.
+    fn data(dir: &Path) -> PathBuf {
+        let data = dir.join("data");
+        fs::create_dir_all(&data).unwrap();
+        let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.txt");
+        for f in ["train.txt", "dev.txt", "test.txt"] {
+            fs::copy(&tiny, data.join(f)).unwrap();
+        }
+        data
+    }
+
+    fn settings(data: &Path, exec: Exec, optimizer: OptimizerKind) -> (ModelConfig, TrainConfig) {
+        let model = ModelConfig {
+            embed_dim: 12,
+            hidden: 8,
+            // No dropout: masks depend on the rank count.
+            dropout_embed: 0.0,
+            dropout_output: 0.0,
+            ..ModelConfig::new(0)
+        };
+        let cfg = TrainConfig {
+            epochs: 2,
+            batch_size: 4,
+            seed: 5,
+            exec,
+            optimizer,
+            lr: optimizer.default_lr() * 10.0,
+            // Sparse SGD rows on the embedding table besides the dense rule.
+            embed_lr: Some(0.1),
+            ..TrainConfig::new(data)
+        };
+        (model, cfg)
+    }
+
+    /// Every parameter's values, in store order.
+    fn values(t: &Trainer) -> Vec<(String, Vec<f32>)> {
+        let s = t.store();
+        s.params()
+            .iter()
+            .map(|p| {
+                let name = s.name(p.id()).unwrap().to_string();
+                (name, s.value(p).unwrap().to_vec().unwrap())
+            })
+            .collect()
+    }
+
+    /// Two and three ranks (threads) train to the same losses and
+    /// parameters as one process on the whole minibatch, 10 steps (two
+    /// epochs of 5), under depth and agenda, with Adagrad and Adam state
+    /// and a sparse embedding update. Tolerance: the ranks' gradients are
+    /// summed in another order than one graph's, so results differ by
+    /// rounding: |a - b| <= 1e-4 (1 + max(|a|, |b|)), far below the effect
+    /// of a lost or doubled shard (the first step alone moves parameters
+    /// by ~1e-2 at these rates).
+    #[test]
+    fn ranks_train_like_one_process() {
+        let dir = std::env::temp_dir().join(format!("sheaf-dist-train-{}", std::process::id()));
+        let data = data(&dir);
+        for exec in [Exec::Depth, Exec::Agenda] {
+            for opt in [OptimizerKind::Adagrad, OptimizerKind::Adam] {
+                let (model, cfg) = settings(&data, exec, opt);
+                let name = format!("{exec:?}-{opt:?}");
+                let mut one = Trainer::new(
+                    &dir.join(format!("one-{name}")),
+                    model.clone(),
+                    cfg.clone(),
+                    true,
+                    &mut |_| {},
+                )
+                .unwrap();
+                one.run(&mut |_| {}).unwrap();
+                for size in [2, 3] {
+                    let ranks = std::thread::scope(|s| {
+                        let handles: Vec<_> = Threads::group(size)
+                            .into_iter()
+                            .map(|comm| {
+                                let (model, cfg) = (model.clone(), cfg.clone());
+                                let dir = dir.join(format!("ranks{size}-{name}"));
+                                s.spawn(move || {
+                                    let comm: Rc<dyn Communicator> = Rc::new(comm);
+                                    let sync = GradSync::with_bucket_bytes(4096);
+                                    let mut t = Trainer::new_distributed(
+                                        &dir,
+                                        model,
+                                        cfg,
+                                        true,
+                                        (comm, sync, 1),
+                                        &mut |_| {},
+                                    )
+                                    .unwrap();
+                                    t.run(&mut |_| {}).unwrap();
+                                    (t.state().clone(), values(&t), t.sync_stats())
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| h.join().unwrap())
+                            .collect::<Vec<_>>()
+                    });
+                    let close =
+                        |a: f64, b: f64| (a - b).abs() <= 1e-4 * (1.0 + a.abs().max(b.abs()));
+                    for (rank, (state, params, stats)) in ranks.iter().enumerate() {
+                        let what = format!("{name}, {size} ranks, rank {rank}");
+                        assert_eq!(state.step, 10, "{what}");
+                        assert!(
+                            stats.buckets >= 2 && stats.sparse_bytes > 0,
+                            "{what}: {stats:?}"
+                        );
+                        for (e, (a, b)) in
+                            state.history.iter().zip(&one.state().history).enumerate()
+                        {
+                            assert!(
+                                close(a.train_loss, b.train_loss),
+                                "{what}: epoch {} loss {} vs {}",
+                                e + 1,
+                                a.train_loss,
+                                b.train_loss
+                            );
+                        }
+                        // Every rank holds the same bits (checked every step too).
+                        assert_eq!(params, &ranks[0].1, "{what}: differs from rank 0");
+                        for ((name, a), (_, b)) in params.iter().zip(&values(&one)) {
+                            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                                assert!(
+                                    close(f64::from(*x), f64::from(*y)),
+                                    "{what}: {name}[{i}] {x} vs {y} in one process"
+                                );
+                            }
+                        }
+                    }
+                    // Only rank 0 wrote the run's files.
+                    assert!(dir
+                        .join(format!("ranks{size}-{name}"))
+                        .join("state.json")
+                        .exists());
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// More ranks than trees per minibatch is refused, naming both.
+    #[test]
+    fn more_ranks_than_a_minibatch_is_refused() {
+        let dir = std::env::temp_dir().join(format!("sheaf-dist-refuse-{}", std::process::id()));
+        let data = data(&dir);
+        let (model, mut cfg) = settings(&data, Exec::Agenda, OptimizerKind::Adagrad);
+        cfg.batch_size = 2;
+        let errors = std::thread::scope(|s| {
+            let handles: Vec<_> = Threads::group(3)
+                .into_iter()
+                .map(|comm| {
+                    let (model, cfg, dir) = (model.clone(), cfg.clone(), dir.join("run"));
+                    s.spawn(move || {
+                        let comm: Rc<dyn Communicator> = Rc::new(comm);
+                        Trainer::new_distributed(
+                            &dir,
+                            model,
+                            cfg,
+                            true,
+                            (comm, GradSync::new(), 0),
+                            &mut |_| {},
+                        )
+                        .map(|_| ())
+                        .unwrap_err()
+                        .to_string()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        for e in errors {
+            assert!(e.contains("3 ranks but minibatches of 2 trees"), "{e}");
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
