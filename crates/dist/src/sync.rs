@@ -110,36 +110,53 @@ impl GradSync {
         }
         let start = Instant::now();
         let params = store.params();
-        // Per parameter: [written densely, distinct rows written].
-        let mut mine = Vec::with_capacity(params.len() * 2);
+        // Per parameter: [written densely, distinct rows written, first row
+        // past the table + 1 (0: none)]. Bad rows are found here, by every
+        // rank at once, so that no rank fails alone while the others wait.
+        let mut mine = Vec::with_capacity(params.len() * 3);
         let mut own_rows = Vec::with_capacity(params.len());
         for p in &params {
             let acc = store.lock_grad(p.id(), "distributed sync")?;
             let mut rows = acc.rows.clone();
             rows.sort_unstable();
             rows.dedup();
-            mine.extend([u64::from(acc.dense), rows.len() as u64]);
+            let past = rows.last().filter(|&&r| r as usize >= p.shape().rows());
+            mine.extend([
+                u64::from(acc.dense),
+                rows.len() as u64,
+                past.map_or(0, |&r| u64::from(r) + 1),
+            ]);
             own_rows.push(rows);
         }
         let all = comm.all_gather(&mine)?;
-        for (rank, theirs) in all.iter().enumerate() {
-            if theirs.len() != mine.len() {
+        for (rank, theirs) in all.iter().enumerate().skip(1) {
+            if theirs.len() != all[0].len() {
                 return Err(DistError::ModelMismatch {
                     rank,
                     what: format!(
-                        "{} parameters where this rank has {}",
-                        theirs.len() / 2,
-                        params.len()
+                        "{} parameters where rank 0 has {}",
+                        theirs.len() / 3,
+                        all[0].len() / 3
                     ),
                 });
+            }
+        }
+        for (i, p) in params.iter().enumerate() {
+            if let Some((rank, t)) = all.iter().enumerate().find(|(_, t)| t[3 * i + 2] != 0) {
+                return Err(DistError::Usage(format!(
+                    "rank {rank} wrote the gradient of row {} of {:?}, which has {} rows",
+                    t[3 * i + 2] - 1,
+                    store.name(p.id())?,
+                    p.shape().rows()
+                )));
             }
         }
         let routes: Vec<Route> = params
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let dense = all.iter().any(|t| t[2 * i] != 0);
-                let rows: u64 = all.iter().map(|t| t[2 * i + 1]).sum();
+                let dense = all.iter().any(|t| t[3 * i] != 0);
+                let rows: u64 = all.iter().map(|t| t[3 * i + 1]).sum();
                 let row_len = row_len(p) as u64;
                 match (dense, rows) {
                     (false, 0) => Route::Untouched,
@@ -170,35 +187,36 @@ impl GradSync {
         routes: &[Route],
         stats: &mut SyncStats,
     ) -> Result<()> {
-        let dense: Vec<&Param> = params
+        let dense: Vec<(&Param, Route)> = params
             .iter()
-            .zip(routes)
+            .zip(routes.iter().copied())
             .filter(|(_, r)| matches!(r, Route::Dense | Route::RowsAsDense))
-            .map(|(p, _)| p)
             .collect();
         let words = self.bucket_bytes / 4;
         let mut start = 0;
         while start < dense.len() {
             // At least one parameter per bucket, then as many as fit.
             let mut end = start + 1;
-            let mut len = numel(dense[start]);
-            while end < dense.len() && len + numel(dense[end]) <= words {
-                len += numel(dense[end]);
+            let mut len = numel(dense[start].0);
+            while end < dense.len() && len + numel(dense[end].0) <= words {
+                len += numel(dense[end].0);
                 end += 1;
             }
             let bucket = &dense[start..end];
             let mut flat = Vec::with_capacity(len);
-            for p in bucket {
+            for (p, _) in bucket {
                 let acc = store.lock_grad(p.id(), "distributed sync")?;
                 flat.extend_from_slice(&host(&acc.grad, store, p)?);
             }
             comm.all_reduce_sum(&mut flat)?;
             let mut at = 0;
-            for p in bucket {
+            for &(p, route) in bucket {
                 let n = numel(p);
                 let mut acc = store.lock_grad(p.id(), "distributed sync")?;
                 write_host(&mut acc, &flat[at..at + n], store, p)?;
-                if !p.is_table() {
+                // Written densely on some rank: so it is on every rank now
+                // (a table summed densely for its rows keeps its row list).
+                if route == Route::Dense {
                     acc.dense = true;
                 }
                 at += n;
@@ -383,7 +401,10 @@ pub fn check_in_sync(comm: &dyn Communicator, store: &ParamStore, step: u64) -> 
     let all = comm.all_gather(&sums)?;
     for (i, p) in params.iter().enumerate() {
         for (rank, theirs) in all.iter().enumerate().skip(1) {
-            let (t, o) = (theirs.get(i).copied().unwrap_or(0), all[0][i]);
+            let (t, o) = (
+                theirs.get(i).copied().unwrap_or(0),
+                all[0].get(i).copied().unwrap_or(0),
+            );
             if t != o {
                 return Err(DistError::Diverged {
                     step,
@@ -435,16 +456,14 @@ pub fn check_same_model(
             });
         }
         if let Some(i) = (2..ours.len()).find(|&i| theirs[i] != ours[i]) {
-            let what = match comm.rank() {
-                0 => format!(
+            // Every rank but `rank` holds rank 0's parameter there.
+            let what = match comm.rank() == rank {
+                true => format!("its parameter {} is {}", i - 2, describe(&params[i - 2])?),
+                false => format!(
                     "parameter {} of rank 0 is {} there",
                     i - 2,
                     describe(&params[i - 2])?
                 ),
-                r if r == rank => {
-                    format!("its parameter {} is {}", i - 2, describe(&params[i - 2])?)
-                }
-                _ => format!("parameter {} differs", i - 2),
             };
             return Err(DistError::ModelMismatch { rank, what });
         }
