@@ -30,6 +30,10 @@ use crate::sst::Vocab;
 
 /// Parameters and optimizer state after the last finished epoch.
 pub const LAST: &str = "last.safetensors";
+/// The next [`LAST`] while an epoch's checkpoint is being saved: written
+/// before `state.json`, renamed to [`LAST`] after it, so that a run killed
+/// mid-save leaves a checkpoint and a state that agree on the step.
+pub const LAST_PENDING: &str = "last.next.safetensors";
 /// Parameters of the best epoch by dev fine-grained accuracy.
 pub const BEST: &str = "best.safetensors";
 /// The vocabulary.

@@ -22,11 +22,9 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 use std::time::Instant;
 
 use sheaf_autodiff::{Expr, Optimizer, ParamStore};
-use sheaf_dist::{Communicator, GradSync, SyncStats};
 use sheaf_sched::{DataParallel, Pipeline};
 use sheaf_tensor::Device;
 
@@ -40,7 +38,9 @@ use crate::model::{ModelConfig, TreeLstm};
 use crate::plot::{write_history, write_plot};
 use crate::sst::{read_embeddings, read_trees, Tree, Vocab};
 pub use crate::state::read_vocab;
-use crate::state::{Best, EpochRecord, RunState, BEST, HISTORY, LAST, PLOT, STATE, VOCAB};
+use crate::state::{
+    Best, EpochRecord, RunState, BEST, HISTORY, LAST, LAST_PENDING, PLOT, STATE, VOCAB,
+};
 use crate::tree_lstm_blocks::{compile_training, Phrase, TrainingModel};
 
 mod dist;
@@ -221,22 +221,16 @@ impl Trainer {
         Trainer::create(dir, model, cfg, overwrite, true, on)
     }
 
-    /// [`Trainer::new`] on one rank of a distributed run
-    /// ([`Trainer::set_distributed`] follows): rank 0 prepares the
-    /// directory and writes the run's files, the other ranks build the
-    /// same run in memory and write nothing.
-    pub fn new_distributed(
-        dir: &Path,
-        model: ModelConfig,
-        cfg: TrainConfig,
-        overwrite: bool,
-        (comm, sync, check_every): (Rc<dyn Communicator>, GradSync, u64),
-        on: &mut dyn FnMut(Event<'_>),
-    ) -> Result<Trainer> {
-        let writes = comm.rank() == 0;
-        let mut t = Trainer::create(dir, model, cfg, overwrite, writes, on)?;
-        t.set_distributed(comm, sync, check_every)?;
-        Ok(t)
+    /// Prepares the directory of a new run (deleting an old run's files
+    /// with `overwrite`) and writes its vocabulary, initial checkpoint and
+    /// state.
+    fn write_new_run(&self, overwrite: bool) -> Result<()> {
+        let dir = &self.dir;
+        prepare_dir(dir, overwrite)?;
+        let vocab_path = dir.join(VOCAB);
+        crate::state::write_atomic(&vocab_path, self.vocab.to_text().as_bytes())?;
+        save_last(&self.opt, &self.store, dir)?;
+        self.state.save(dir)
     }
 
     fn create(
@@ -279,15 +273,8 @@ impl Trainer {
         }
         let opt = cfg.optimizer();
         let state = RunState::new(model, cfg.clone());
-        if writes {
-            prepare_dir(dir, overwrite)?;
-            let vocab_path = dir.join(VOCAB);
-            crate::state::write_atomic(&vocab_path, vocab.to_text().as_bytes())?;
-            save_last(&opt, &store, dir)?;
-            state.save(dir)?;
-        }
         let blocks = blocks_run(&net, &cfg, &train)?;
-        Ok(Trainer {
+        let t = Trainer {
             dir: dir.to_path_buf(),
             state,
             vocab,
@@ -302,7 +289,11 @@ impl Trainer {
             train,
             dev,
             dist: None,
-        })
+        };
+        if writes {
+            t.write_new_run(overwrite)?;
+        }
+        Ok(t)
     }
 
     /// Reopens the run in `dir` after its last finished epoch: settings,
@@ -335,8 +326,20 @@ impl Trainer {
         let mut store = ParamStore::new();
         let model = TreeLstm::new(&mut store, &state.model, state.train.seed)?;
         let last = dir.join(LAST);
-        let opt = Optimizer::load(&mut store, &last)
-            .map_err(|e| Error::checkpoint(&last, e.to_string()))?;
+        let load = |store: &mut ParamStore, path: &Path| {
+            Optimizer::load(store, path).map_err(|e| Error::checkpoint(path, e.to_string()))
+        };
+        let mut opt = load(&mut store, &last)?;
+        let pending = dir.join(LAST_PENDING);
+        if opt.steps() != state.step && pending.exists() {
+            // Killed after state.json, before the rename: the pending
+            // checkpoint is the one the state records.
+            let next = load(&mut store, &pending)?;
+            if next.steps() == state.step {
+                fs::rename(&pending, &last).map_err(|e| Error::io(&last, e))?;
+                opt = next;
+            }
+        }
         if opt.steps() != state.step {
             return Err(Error::checkpoint(
                 &last,
@@ -427,68 +430,6 @@ impl Trainer {
         }
         self.parallel = Some(DataParallel::new(exec.strategy(), parts));
         Ok(())
-    }
-
-    /// Trains as one rank of `comm` from now on: each step this rank runs
-    /// its shard of the minibatch ([`sheaf_dist::shard`]), `sync` sums
-    /// the gradients over the ranks and every rank takes the same update;
-    /// every `check_every` steps (0 = never) the ranks compare parameter
-    /// checksums. Checks first that every rank runs the same model and
-    /// settings, then copies rank 0's parameters to every rank. Only rank 0
-    /// writes checkpoints (create the other ranks' trainers with
-    /// [`Trainer::new_distributed`], or resume them from rank 0's
-    /// directory). Needs the hand-written model and one graph per step.
-    pub fn set_distributed(
-        &mut self,
-        comm: Rc<dyn Communicator>,
-        sync: GradSync,
-        check_every: u64,
-    ) -> Result<()> {
-        let size = comm.size();
-        let refuse = |why: String| Err(Error::Config(format!("--distributed: {why}")));
-        if self.blocks.is_some() {
-            return refuse("the model written with blocks is not supported across ranks".into());
-        }
-        if self.parallel.is_some() {
-            return refuse("--parallel splits a rank's shard again; run more ranks instead".into());
-        }
-        if size > self.state.train.batch_size {
-            return refuse(format!(
-                "{size} ranks but minibatches of {} trees: each rank needs at least one                  tree (use at most {} ranks, or a larger --batch-size)",
-                self.state.train.batch_size, self.state.train.batch_size
-            ));
-        }
-        sheaf_dist::check_same_model(&*comm, &self.store, self.settings_hash())?;
-        sheaf_dist::broadcast_params(&*comm, &mut self.store)?;
-        self.dist = Some(dist::Distributed::new(comm, sync, check_every));
-        Ok(())
-    }
-
-    /// A hash of the settings every rank must share: the model and the
-    /// training settings, without the paths (machines may differ) and
-    /// what a resumed run may change.
-    fn settings_hash(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut train = self.state.train.clone();
-        train.data_dir = PathBuf::new();
-        train.embeddings = None;
-        train.patience = None;
-        train.epochs = 0;
-        let text = serde_json::to_string(&(&self.state.model, &train)).unwrap_or_default();
-        let mut h = std::hash::DefaultHasher::new();
-        text.hash(&mut h);
-        h.finish()
-    }
-
-    /// Whether this trainer writes the run's files (not a distributed
-    /// run's ranks other than 0).
-    fn writes(&self) -> bool {
-        self.dist.as_ref().is_none_or(|d| d.comm.rank() == 0)
-    }
-
-    /// The gradient exchanges of a distributed run so far (zero otherwise).
-    pub fn sync_stats(&self) -> SyncStats {
-        self.dist.as_ref().map(|d| d.stats).unwrap_or_default()
     }
 
     /// The run's state (settings, progress, history).
@@ -607,8 +548,16 @@ impl Trainer {
         self.state.epochs_done = epoch;
         self.state.history.push(record.clone());
         if writes {
-            save_last(&self.opt, &self.store, &self.dir)?;
+            // The checkpoint and state.json must agree on the step even if
+            // the process is killed between them: the checkpoint goes to a
+            // pending file, state.json follows, then the rename (resume
+            // takes the pending file where the state already records it).
+            let (pending, last) = (self.dir.join(LAST_PENDING), self.dir.join(LAST));
+            self.opt
+                .save(&self.store, &pending)
+                .map_err(|e| Error::checkpoint(&pending, e.to_string()))?;
             self.state.save(&self.dir)?;
+            fs::rename(&pending, &last).map_err(|e| Error::io(&last, e))?;
             write_history(&self.dir.join(HISTORY), &self.state.history)?;
             write_plot(
                 &self.dir.join(PLOT),
@@ -744,7 +693,7 @@ fn prepare_dir(dir: &Path, overwrite: bool) -> Result<()> {
                  --overwrite to start over, or another --checkpoint-dir)",
             ));
         }
-        for name in [STATE, LAST, BEST, VOCAB, HISTORY, PLOT] {
+        for name in [STATE, LAST, LAST_PENDING, BEST, VOCAB, HISTORY, PLOT] {
             let p = dir.join(name);
             if p.exists() {
                 fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;

@@ -11,7 +11,7 @@ use sheaf_examples::error::Error;
 use sheaf_examples::eval::{Trained, Which};
 use sheaf_examples::model::TreeLstm;
 use sheaf_examples::sst::{read_trees, Vocab};
-use sheaf_examples::state::{EpochRecord, RunState, LAST};
+use sheaf_examples::state::{EpochRecord, RunState, LAST, LAST_PENDING};
 use sheaf_examples::train::{Reduction, ResumeChanges, TrainConfig, Trainer};
 
 fn quiet() -> impl FnMut(sheaf_examples::train::Event<'_>) {
@@ -184,6 +184,61 @@ fn a_resumed_run_equals_an_uninterrupted_one_bit_for_bit() {
             results(&resumed.state().history)
         );
         assert_eq!(full.state().best, resumed.state().best);
+    }
+}
+
+/// A run killed while saving an epoch leaves a checkpoint and a state that
+/// agree on the step, wherever the kill fell: the new checkpoint is
+/// written to `last.next.safetensors`, then `state.json`, then renamed.
+#[test]
+fn a_run_killed_while_saving_resumes_from_the_pair_that_agrees() {
+    let tmp = TempDir::new("killed-saving");
+    let data = tiny_data(&tmp);
+    let cfg = |epochs| small_train(&data, epochs, Exec::Agenda);
+    // The reference: two epochs without interruption.
+    let full = tmp.join("full");
+    let mut t = Trainer::new(&full, small_model(0.0), cfg(2), false, &mut quiet()).unwrap();
+    t.run(&mut quiet()).unwrap();
+    drop(t);
+    for killed_after_state in [false, true] {
+        let dir = tmp.join(&format!("killed-{killed_after_state}"));
+        let mut t = Trainer::new(&dir, small_model(0.0), cfg(1), false, &mut quiet()).unwrap();
+        t.run(&mut quiet()).unwrap();
+        let epoch1 = std::fs::read(dir.join(LAST)).unwrap();
+        let state1 = RunState::load(&dir).unwrap();
+        drop(t);
+        // Epoch 2 saved completely, then rolled back to where the kill fell.
+        let mut t = Trainer::resume(
+            &dir,
+            ResumeChanges {
+                epochs: Some(2),
+                ..ResumeChanges::default()
+            },
+        )
+        .unwrap();
+        t.run(&mut quiet()).unwrap();
+        drop(t);
+        std::fs::rename(dir.join(LAST), dir.join(LAST_PENDING)).unwrap();
+        std::fs::write(dir.join(LAST), &epoch1).unwrap();
+        if !killed_after_state {
+            state1.save(&dir).unwrap();
+        }
+        let mut r = Trainer::resume(
+            &dir,
+            ResumeChanges {
+                epochs: Some(2),
+                ..ResumeChanges::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("killed after state.json: {killed_after_state}: {e}"));
+        let done = if killed_after_state { 2 } else { 1 };
+        assert_eq!(r.state().epochs_done, done);
+        r.run(&mut quiet()).unwrap();
+        assert_eq!(
+            last_state(&dir),
+            last_state(&full),
+            "after {killed_after_state}"
+        );
     }
 }
 

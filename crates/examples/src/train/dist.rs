@@ -3,14 +3,16 @@
 //! summed over the ranks ([`GradSync`]) and every rank takes the same
 //! update. Rank 0 alone writes checkpoints.
 
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use sheaf_autodiff::Graph;
 use sheaf_dist::{check_in_sync, shard, Communicator, GradSync, SyncStats};
 
 use super::step::{dropout_seed, finish_step, minibatch_loss};
-use super::{mix, Reduction, Trainer};
+use super::{mix, prepare_dir, Event, ModelConfig, Reduction, TrainConfig, Trainer};
 use crate::error::{Error, Result};
+use crate::state::STATE;
 
 /// What a distributed trainer keeps.
 pub(super) struct Distributed {
@@ -40,6 +42,95 @@ impl Distributed {
 }
 
 impl Trainer {
+    /// [`Trainer::new`] on one rank of a distributed run
+    /// ([`Trainer::set_distributed`] follows): rank 0 prepares the
+    /// directory and writes the run's files, the other ranks build the
+    /// same run in memory and write nothing.
+    pub fn new_distributed(
+        dir: &Path,
+        model: ModelConfig,
+        cfg: TrainConfig,
+        overwrite: bool,
+        (comm, sync, check_every): (Rc<dyn Communicator>, GradSync, u64),
+        on: &mut dyn FnMut(Event<'_>),
+    ) -> Result<Trainer> {
+        let rank0 = comm.rank() == 0;
+        if rank0 && !overwrite && dir.join(STATE).exists() {
+            prepare_dir(dir, false)?;
+        }
+        // Checked (ranks, models) before anything is written: a refused
+        // start leaves the directory as it was.
+        let mut t = Trainer::create(dir, model, cfg, overwrite, false, on)?;
+        t.set_distributed(comm, sync, check_every)?;
+        if rank0 {
+            t.write_new_run(overwrite)?;
+        }
+        Ok(t)
+    }
+
+    /// Trains as one rank of `comm` from now on: each step this rank runs
+    /// its shard of the minibatch ([`sheaf_dist::shard`]), `sync` sums
+    /// the gradients over the ranks and every rank takes the same update;
+    /// every `check_every` steps (0 = never) the ranks compare parameter
+    /// checksums. Checks first that every rank runs the same model and
+    /// settings, then copies rank 0's parameters to every rank. Only rank 0
+    /// writes checkpoints (create the other ranks' trainers with
+    /// [`Trainer::new_distributed`], or resume them from rank 0's
+    /// directory). Needs the hand-written model and one graph per step.
+    pub fn set_distributed(
+        &mut self,
+        comm: Rc<dyn Communicator>,
+        sync: GradSync,
+        check_every: u64,
+    ) -> Result<()> {
+        let size = comm.size();
+        let refuse = |why: String| Err(Error::Config(format!("--distributed: {why}")));
+        if self.blocks.is_some() {
+            return refuse("the model written with blocks is not supported across ranks".into());
+        }
+        if self.parallel.is_some() {
+            return refuse("--parallel splits a rank's shard again; run more ranks instead".into());
+        }
+        if size > self.state.train.batch_size {
+            return refuse(format!(
+                "{size} ranks but minibatches of {} trees: each rank needs at least one \
+                 tree (use at most {} ranks, or a larger --batch-size)",
+                self.state.train.batch_size, self.state.train.batch_size
+            ));
+        }
+        sheaf_dist::check_same_model(&*comm, &self.store, self.settings_hash())?;
+        sheaf_dist::broadcast_params(&*comm, &mut self.store)?;
+        self.dist = Some(Distributed::new(comm, sync, check_every));
+        Ok(())
+    }
+
+    /// A hash of the settings every rank must share: the model and the
+    /// training settings, without the paths (machines may differ) and
+    /// what a resumed run may change.
+    fn settings_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut train = self.state.train.clone();
+        train.data_dir = PathBuf::new();
+        train.embeddings = None;
+        train.patience = None;
+        train.epochs = 0;
+        let text = serde_json::to_string(&(&self.state.model, &train)).unwrap_or_default();
+        let mut h = std::hash::DefaultHasher::new();
+        text.hash(&mut h);
+        h.finish()
+    }
+
+    /// Whether this trainer writes the run's files (not a distributed
+    /// run's ranks other than 0).
+    pub(super) fn writes(&self) -> bool {
+        self.dist.as_ref().is_none_or(|d| d.comm.rank() == 0)
+    }
+
+    /// The gradient exchanges of a distributed run so far (zero otherwise).
+    pub fn sync_stats(&self) -> SyncStats {
+        self.dist.as_ref().map(|d| d.stats).unwrap_or_default()
+    }
+
     /// One update on the minibatch at positions `batch`, of which this rank
     /// runs its shard; returns the minibatch's summed loss (over all ranks)
     /// and node count.
@@ -102,6 +193,7 @@ mod tests {
     use sheaf_dist::Threads;
 
     use super::super::*;
+    use super::*;
     use crate::engine::Exec;
 
     /// A data directory with the tiny fixture as every split.
