@@ -1,0 +1,414 @@
+//! Recurrent layers: [`Lstm`], [`Gru`] and the Elman [`Rnn`], one step at
+//! a time ([`Recurrent::step`]) or over a sequence
+//! ([`Recurrent::transduce`]), stacked and bidirectional.
+//!
+//! Over a sequence the input products `W x_t + b` of every position are
+//! added before the recurrence, apart from it: they depend on no earlier
+//! step, so every strategy runs each layer's as one batch.
+//!
+//! Weights, per layer `l<k>` and direction (`fwd`, `bwd`): `w` `[G H, in]`,
+//! `u` `[G H, H]`, `b` `[G H]` (GRU: also `b_u` `[3H]`), `G` gates.
+//! - LSTM (`G = 4`), rows in the order `i, f, o, u`: `c = σ(i) tanh(u) +
+//!   σ(f) c_prev`, `h = σ(o) tanh(c)`; the state is `[c | h]` `[2H]`.
+//!   PyTorch's `LSTMCell` orders its rows `i, f, g, o` (`g` is `u`) and has
+//!   two biases: `w` is `weight_ih` with its last two blocks of `H` rows
+//!   swapped, `u` likewise from `weight_hh`, `b = bias_ih + bias_hh`
+//!   (swapped the same way).
+//! - GRU (`G = 3`), PyTorch's `GRUCell` exactly: rows `r, z, n`,
+//!   `w = weight_ih`, `u = weight_hh`, `b = bias_ih`, `b_u = bias_hh`;
+//!   `n = tanh(W_n x + b_n + r (U_n h + b_un))`, `h = (1 - z) n + z h_prev`.
+//! - Elman RNN (`G = 1`): `h = tanh(W x + b + U h_prev)`.
+
+use std::marker::PhantomData;
+
+use sheaf_autodiff::{Expr, Graph, GraphError, Param, Result};
+use sheaf_tensor::{DType, Device, Tensor};
+
+use crate::scope::Scope;
+
+/// What differs between the recurrent cells.
+pub trait Cell: Copy + std::fmt::Debug {
+    /// The layer's name in messages (`"Lstm"`).
+    const NAME: &'static str;
+    /// Gate blocks of `H` rows in `w` and `u`.
+    const GATES: usize;
+    /// The state's width for hidden size `h` (`2h` for `[c | h]`).
+    fn state_width(h: usize) -> usize;
+    /// The hidden output `h` of a state.
+    fn output(g: &mut Graph, state: Expr) -> Result<Expr>;
+    /// One step from the input part `xw = W x + b` and the previous state.
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr>;
+}
+
+/// The LSTM cell (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct LstmCell;
+/// The GRU cell (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct GruCell;
+/// The Elman cell (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct RnnCell;
+
+impl Cell for LstmCell {
+    const NAME: &'static str = "Lstm";
+    const GATES: usize = 4;
+    fn state_width(h: usize) -> usize {
+        2 * h
+    }
+    fn output(g: &mut Graph, state: Expr) -> Result<Expr> {
+        g.cell_h(state)
+    }
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr> {
+        let h = g.cell_h(state)?;
+        let u = g.param(&unit.u);
+        let hu = g.linear(u, h)?;
+        let gates = g.add(xw, hu)?;
+        g.lstm_cell(gates, state)
+    }
+}
+
+impl Cell for GruCell {
+    const NAME: &'static str = "Gru";
+    const GATES: usize = 3;
+    fn state_width(h: usize) -> usize {
+        h
+    }
+    fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
+        Ok(state)
+    }
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr> {
+        let (u, b_u) = match unit.b_u {
+            Some(b) => (g.param(&unit.u), g.param(&b)),
+            None => return Err(GraphError::Params("a GRU unit without b_u".into())),
+        };
+        let hu = g.affine(b_u, &[(u, state)])?;
+        g.gru_cell(xw, hu, state)
+    }
+}
+
+impl Cell for RnnCell {
+    const NAME: &'static str = "Rnn";
+    const GATES: usize = 1;
+    fn state_width(h: usize) -> usize {
+        h
+    }
+    fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
+        Ok(state)
+    }
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr> {
+        let u = g.param(&unit.u);
+        let hu = g.linear(u, state)?;
+        let pre = g.add(xw, hu)?;
+        g.tanh(pre)
+    }
+}
+
+/// The shape of a recurrent layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RecurrentConfig {
+    /// Hidden size `H` (per direction).
+    pub hidden: usize,
+    /// Stacked layers (the first reads the input, each next one the
+    /// outputs of the one below).
+    pub layers: usize,
+    /// Also run each layer from the last position to the first and
+    /// concatenate both directions' outputs (`[2H]` per position).
+    pub bidirectional: bool,
+    /// Dropout rate on the inputs of the first layer (training mode).
+    pub input_dropout: f32,
+    /// Dropout rate on each layer's outputs (between layers and on top).
+    pub output_dropout: f32,
+}
+
+impl RecurrentConfig {
+    /// One unidirectional layer of `hidden` units, no dropout.
+    pub fn new(hidden: usize) -> RecurrentConfig {
+        RecurrentConfig {
+            hidden,
+            layers: 1,
+            bidirectional: false,
+            input_dropout: 0.0,
+            output_dropout: 0.0,
+        }
+    }
+}
+
+/// One direction of one layer: its parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Unit {
+    w: Param,
+    u: Param,
+    b: Param,
+    b_u: Option<Param>,
+    inp: usize,
+}
+
+impl Unit {
+    fn new<C: Cell>(scope: &mut Scope<'_>, inp: usize, h: usize) -> Result<Unit> {
+        let rows = C::GATES * h;
+        Ok(Unit {
+            w: scope.matrix("w", rows, inp)?,
+            u: scope.matrix("u", rows, h)?,
+            b: scope.bias("b", rows)?,
+            b_u: match C::GATES {
+                3 => Some(scope.bias("b_u", rows)?),
+                _ => None,
+            },
+            inp,
+        })
+    }
+
+    /// `w`, `u`, `b` (and a GRU's `b_u`).
+    pub fn params(&self) -> Vec<Param> {
+        [self.w, self.u, self.b]
+            .into_iter()
+            .chain(self.b_u)
+            .collect()
+    }
+
+    /// `W x + b`.
+    fn input_part(&self, g: &mut Graph, x: Expr) -> Result<Expr> {
+        let (w, b) = (g.param(&self.w), g.param(&self.b));
+        g.affine(b, &[(w, x)])
+    }
+}
+
+/// A recurrent layer of cell `C`: [`Lstm`], [`Gru`] or [`Rnn`].
+#[derive(Debug, Clone)]
+pub struct Recurrent<C: Cell> {
+    cfg: RecurrentConfig,
+    /// `units[layer][direction]`.
+    units: Vec<Vec<Unit>>,
+    path: String,
+    cell: PhantomData<C>,
+}
+
+/// LSTM layers (see the module docs for the gates and weight layout).
+pub type Lstm = Recurrent<LstmCell>;
+/// GRU layers, PyTorch's `GRUCell` equations.
+pub type Gru = Recurrent<GruCell>;
+/// Elman RNN layers.
+pub type Rnn = Recurrent<RnnCell>;
+
+/// Per-layer (and per-direction) states: `states[layer * dirs + dir]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct State {
+    /// The states, the first layer's first.
+    pub states: Vec<Expr>,
+}
+
+impl<C: Cell> Recurrent<C> {
+    /// Layers `l0`, `l1`, ... (directions `fwd`, `bwd` when bidirectional)
+    /// in `scope`, reading inputs of width `inp`. Errors: zero sizes or
+    /// layers, dropout outside `[0, 1)`.
+    pub fn new(scope: &mut Scope<'_>, inp: usize, cfg: RecurrentConfig) -> Result<Self> {
+        let bad = |what: String| Err(GraphError::Params(format!("{}: {what}", C::NAME)));
+        if inp == 0 || cfg.hidden == 0 || cfg.layers == 0 {
+            return bad(format!(
+                "input width {inp}, hidden size {} and {} layers must all be positive",
+                cfg.hidden, cfg.layers
+            ));
+        }
+        for (name, p) in [("input", cfg.input_dropout), ("output", cfg.output_dropout)] {
+            if !(0.0..1.0).contains(&p) {
+                return bad(format!("{name} dropout must lie in [0, 1), it is {p}"));
+            }
+        }
+        let dirs: &[&str] = if cfg.bidirectional {
+            &["fwd", "bwd"]
+        } else {
+            &["fwd"]
+        };
+        let mut units = Vec::with_capacity(cfg.layers);
+        for l in 0..cfg.layers {
+            let width = match l {
+                0 => inp,
+                _ => cfg.hidden * dirs.len(),
+            };
+            let mut layer = scope.sub(&format!("l{l}"))?;
+            let mut row = Vec::with_capacity(dirs.len());
+            for d in dirs {
+                row.push(Unit::new::<C>(&mut layer.sub(d)?, width, cfg.hidden)?);
+            }
+            units.push(row);
+        }
+        Ok(Recurrent {
+            cfg,
+            units,
+            path: match scope.prefix() {
+                "" => C::NAME.to_string(),
+                p => format!("{} {p:?}", C::NAME),
+            },
+            cell: PhantomData,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> RecurrentConfig {
+        self.cfg
+    }
+
+    /// Every parameter, layer by layer and direction by direction.
+    pub fn params(&self) -> Vec<Param> {
+        self.units.iter().flatten().flat_map(Unit::params).collect()
+    }
+
+    /// `units()[layer][direction]`.
+    pub fn units(&self) -> &[Vec<Unit>] {
+        &self.units
+    }
+
+    /// The width of each position's output: `H`, or `2H` bidirectional.
+    pub fn output_width(&self) -> usize {
+        self.cfg.hidden * self.dirs()
+    }
+
+    fn dirs(&self) -> usize {
+        if self.cfg.bidirectional {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Zero states for every layer and direction.
+    pub fn zero_state(&self, g: &mut Graph) -> Result<State> {
+        let width = C::state_width(self.cfg.hidden);
+        let zeros = Tensor::zeros([width], DType::F32, Device::Cpu).map_err(|source| {
+            GraphError::Tensor {
+                context: format!("{} zero state", C::NAME),
+                source: Box::new(source),
+            }
+        })?;
+        let states = (0..self.units.len() * self.dirs())
+            .map(|_| g.input(zeros.clone()))
+            .collect();
+        Ok(State { states })
+    }
+
+    /// The top layer's output `h` of `state` (unidirectional layers).
+    pub fn output(&self, g: &mut Graph, state: &State) -> Result<Expr> {
+        match state.states.last() {
+            Some(&s) => C::output(g, s),
+            None => Err(GraphError::Params(format!("{}: an empty state", C::NAME))),
+        }
+    }
+
+    /// One step of a unidirectional stack from `state` on input `x`
+    /// `[in]`; the new state (read the output with
+    /// [`Recurrent::output`]). Errors: a bidirectional layer (it needs the
+    /// whole sequence: use [`Recurrent::transduce`]), a state of another
+    /// layer count, an input of the wrong width.
+    pub fn step(&self, g: &mut Graph, state: &State, x: Expr) -> Result<State> {
+        if self.cfg.bidirectional {
+            return Err(GraphError::Params(format!(
+                "{}: a bidirectional layer runs over whole sequences (transduce), not step by step",
+                self.path
+            )));
+        }
+        self.check_state(state)?;
+        self.check_input(g, x, 0)?;
+        let mut x = self.drop(g, x, self.cfg.input_dropout)?;
+        let mut next = Vec::with_capacity(self.units.len());
+        for (layer, &s) in self.units.iter().zip(&state.states) {
+            let unit = &layer[0];
+            let xw = unit.input_part(g, x)?;
+            let s = C::step(g, unit, xw, s)?;
+            x = C::output(g, s)?;
+            x = self.drop(g, x, self.cfg.output_dropout)?;
+            next.push(s);
+        }
+        Ok(State { states: next })
+    }
+
+    /// The top layer's outputs at every position of `xs` (each `[in]`),
+    /// from zero states.
+    pub fn transduce(&self, g: &mut Graph, xs: &[Expr]) -> Result<Vec<Expr>> {
+        let init = self.zero_state(g)?;
+        self.transduce_from(g, xs, &init)
+    }
+
+    /// [`Recurrent::transduce`] from the given initial states (the
+    /// backward direction starts its run at the last position). Errors:
+    /// an empty sequence, an input of the wrong width (naming the layer,
+    /// the position and both widths), a state of another layer count.
+    pub fn transduce_from(&self, g: &mut Graph, xs: &[Expr], init: &State) -> Result<Vec<Expr>> {
+        if xs.is_empty() {
+            return Err(GraphError::Params(format!(
+                "{}.transduce: an empty sequence",
+                self.path
+            )));
+        }
+        self.check_state(init)?;
+        for (t, &x) in xs.iter().enumerate() {
+            self.check_input(g, x, t)?;
+        }
+        let mut seq: Vec<Expr> = xs
+            .iter()
+            .map(|&x| self.drop(g, x, self.cfg.input_dropout))
+            .collect::<Result<_>>()?;
+        let dirs = self.dirs();
+        for (l, layer) in self.units.iter().enumerate() {
+            let mut outs: Vec<Vec<Expr>> = Vec::with_capacity(dirs);
+            for (d, unit) in layer.iter().enumerate() {
+                // The input parts of every position first: one batch.
+                let xw: Vec<Expr> = seq
+                    .iter()
+                    .map(|&x| unit.input_part(g, x))
+                    .collect::<Result<_>>()?;
+                let mut state = init.states[l * dirs + d];
+                let mut h = vec![None; seq.len()];
+                let order: Box<dyn Iterator<Item = usize>> = match d {
+                    0 => Box::new(0..seq.len()),
+                    _ => Box::new((0..seq.len()).rev()),
+                };
+                for t in order {
+                    state = C::step(g, unit, xw[t], state)?;
+                    h[t] = Some(C::output(g, state)?);
+                }
+                outs.push(h.into_iter().flatten().collect());
+            }
+            seq = (0..seq.len())
+                .map(|t| {
+                    let y = match dirs {
+                        1 => outs[0][t],
+                        _ => g.concat(&[outs[0][t], outs[1][t]])?,
+                    };
+                    self.drop(g, y, self.cfg.output_dropout)
+                })
+                .collect::<Result<_>>()?;
+        }
+        Ok(seq)
+    }
+
+    fn drop(&self, g: &mut Graph, x: Expr, p: f32) -> Result<Expr> {
+        match p > 0.0 && g.is_train() {
+            true => g.dropout(x, p),
+            false => Ok(x),
+        }
+    }
+
+    fn check_state(&self, state: &State) -> Result<()> {
+        let want = self.units.len() * self.dirs();
+        if state.states.len() != want {
+            return Err(GraphError::Params(format!(
+                "{}: a state of {} layer(s) x direction(s), this layer has {want}",
+                self.path,
+                state.states.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_input(&self, g: &Graph, x: Expr, position: usize) -> Result<()> {
+        let (shape, want) = (g.shape(x)?, self.units[0][0].inp);
+        if shape.dims() != [want] {
+            return Err(GraphError::Params(format!(
+                "{}: the input at position {position} has shape {shape}, the layer reads [{want}]",
+                self.path
+            )));
+        }
+        Ok(())
+    }
+}
