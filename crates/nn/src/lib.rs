@@ -1,7 +1,8 @@
 //! Layers for sheaf, the building blocks users expect (DyNet's builders,
 //! PyTorch's `nn`, candle-nn): parameters created and named in a
 //! [`Scope`], and [`Linear`], [`Embedding`], [`Mlp`], [`Lstm`], [`Gru`],
-//! [`Rnn`] and [`BinaryTreeLstm`] applied to [`sheaf_autodiff::Expr`]s on
+//! [`Rnn`], the Tree-LSTMs ([`BinaryTreeLstm`], [`ChildSumTreeLstm`],
+//! [`NaryTreeLstm`]) and [`Attention`] pooling applied to [`sheaf_autodiff::Expr`]s on
 //! a graph. Every layer is made of graph ops, so it batches dynamically
 //! under every strategy and runs on every backend without code of its own.
 //!
@@ -30,22 +31,24 @@
 //! # Ok::<(), sheaf_autodiff::GraphError>(())
 //! ```
 
+mod attention;
 mod linear;
 mod recurrent;
 mod scope;
 mod tree;
 
+pub use attention::Attention;
 pub use linear::{Activation, Embedding, Linear, Mlp};
 pub use recurrent::{
     Cell, Gru, GruCell, Lstm, LstmCell, Recurrent, RecurrentConfig, Rnn, RnnCell, State, Unit,
 };
 pub use scope::{Inits, Scope};
-pub use tree::BinaryTreeLstm;
+pub use tree::{BinaryTreeLstm, ChildSumTreeLstm, NaryTreeLstm};
 
 /// Everything a model file uses, for a glob import.
 pub mod prelude {
     pub use crate::{
-        Activation, BinaryTreeLstm, Embedding, Gru, Inits, Linear, Lstm, Mlp, RecurrentConfig, Rnn,
-        Scope, State,
+        Activation, Attention, BinaryTreeLstm, ChildSumTreeLstm, Embedding, Gru, Inits, Linear,
+        Lstm, Mlp, NaryTreeLstm, RecurrentConfig, Rnn, Scope, State,
     };
 }

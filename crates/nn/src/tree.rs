@@ -97,3 +97,230 @@ impl BinaryTreeLstm {
         g.cell_h(state)
     }
 }
+
+/// The gates `i, o, u` of a composed Tree-LSTM cell from pre-activations
+/// `iou` `[3H]`, and the new state `[c | h]` with `c = σ(i) tanh(u) +
+/// sum_k σ(f_k) c_k` for the children's forget pre-activations `f_pre`
+/// and memories `c_children`.
+fn compose_state(
+    g: &mut Graph,
+    hidden: usize,
+    iou: Expr,
+    f_pre: &[Expr],
+    c_children: &[Expr],
+) -> Result<Expr> {
+    let h = hidden;
+    let i = g.slice(iou, 0, h)?;
+    let i = g.sigmoid(i)?;
+    let o = g.slice(iou, h, 2 * h)?;
+    let o = g.sigmoid(o)?;
+    let u = g.slice(iou, 2 * h, 3 * h)?;
+    let u = g.tanh(u)?;
+    let mut terms = vec![g.cmult(i, u)?];
+    for (&f, &c) in f_pre.iter().zip(c_children) {
+        let f = g.sigmoid(f)?;
+        terms.push(g.cmult(f, c)?);
+    }
+    let c = match terms.len() {
+        1 => terms[0],
+        _ => g.sum(&terms)?,
+    };
+    let tc = g.tanh(c)?;
+    let hn = g.cmult(o, tc)?;
+    g.concat(&[c, hn])
+}
+
+/// Tai et al. (2015)'s child-sum Tree-LSTM, for trees of any branching
+/// (dependency trees): `h~ = sum_k h_k`; `[i, o, u] = W_iou x + U_iou h~ +
+/// b_iou`; one forget gate per child, `f_k = σ(W_f x + U_f h_k + b_f)`;
+/// `c = σ(i) tanh(u) + sum_k f_k c_k`, `h = σ(o) tanh(c)`. States are
+/// `[c | h]` `[2H]`. Parameters `w_iou` `[3H, in]`, `u_iou` `[3H, H]`,
+/// `b_iou` `[3H]`, `w_f` `[H, in]`, `u_f` `[H, H]`, `b_f` `[H]`. Made of
+/// elementwise ops (no fused kernel): children lists of one length batch
+/// together.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildSumTreeLstm {
+    w_iou: Param,
+    u_iou: Param,
+    b_iou: Param,
+    w_f: Param,
+    u_f: Param,
+    b_f: Param,
+    hidden: usize,
+}
+
+impl ChildSumTreeLstm {
+    /// The cell's parameters in `scope`. Errors: zero sizes.
+    pub fn new(scope: &mut Scope<'_>, inp: usize, hidden: usize) -> Result<ChildSumTreeLstm> {
+        if inp == 0 || hidden == 0 {
+            return Err(GraphError::Params(format!(
+                "ChildSumTreeLstm: input {inp} and hidden {hidden} must be positive"
+            )));
+        }
+        Ok(ChildSumTreeLstm {
+            w_iou: scope.matrix("w_iou", 3 * hidden, inp)?,
+            u_iou: scope.matrix("u_iou", 3 * hidden, hidden)?,
+            b_iou: scope.bias("b_iou", 3 * hidden)?,
+            w_f: scope.matrix("w_f", hidden, inp)?,
+            u_f: scope.matrix("u_f", hidden, hidden)?,
+            b_f: scope.bias("b_f", hidden)?,
+            hidden,
+        })
+    }
+
+    /// Every parameter.
+    pub fn params(&self) -> [Param; 6] {
+        [
+            self.w_iou, self.u_iou, self.b_iou, self.w_f, self.u_f, self.b_f,
+        ]
+    }
+
+    /// The state of a node with input `x` `[in]` and the states of its
+    /// `children` (none at a leaf).
+    pub fn node(&self, g: &mut Graph, x: Expr, children: &[Expr]) -> Result<Expr> {
+        let h = self.hidden;
+        let (w_iou, b_iou) = (g.param(&self.w_iou), g.param(&self.b_iou));
+        let mut cs = Vec::with_capacity(children.len());
+        let mut hs = Vec::with_capacity(children.len());
+        for &s in children {
+            cs.push(g.slice(s, 0, h)?);
+            hs.push(g.slice(s, h, 2 * h)?);
+        }
+        let iou = match hs.len() {
+            0 => g.affine(b_iou, &[(w_iou, x)])?,
+            _ => {
+                let h_sum = if hs.len() == 1 { hs[0] } else { g.sum(&hs)? };
+                let u_iou = g.param(&self.u_iou);
+                g.affine(b_iou, &[(w_iou, x), (u_iou, h_sum)])?
+            }
+        };
+        let mut f_pre = Vec::with_capacity(hs.len());
+        if !hs.is_empty() {
+            let (w_f, u_f, b_f) = (g.param(&self.w_f), g.param(&self.u_f), g.param(&self.b_f));
+            // W_f x + b_f once, U_f h_k per child.
+            let wx = g.affine(b_f, &[(w_f, x)])?;
+            for &hk in &hs {
+                let uh = g.linear(u_f, hk)?;
+                f_pre.push(g.add(wx, uh)?);
+            }
+        }
+        compose_state(g, h, iou, &f_pre, &cs)
+    }
+
+    /// The hidden state `h` `[H]` of a state.
+    pub fn h(&self, g: &mut Graph, state: Expr) -> Result<Expr> {
+        g.slice(state, self.hidden, 2 * self.hidden)
+    }
+}
+
+/// Tai et al. (2015)'s N-ary Tree-LSTM: children in up to `n` ordered
+/// slots (a missing child is a zero state), an optional input at every
+/// node: `[i, f_1..f_n, o, u] = W x + U [h_1; ..; h_n] + b` (`W` only with
+/// an input), `c = σ(i) tanh(u) + sum_l σ(f_l) c_l`, `h = σ(o) tanh(c)`.
+/// Parameters `w` `[(3+n) H, in]` (when `inp > 0`), `u` `[(3+n) H, n H]`,
+/// `b` `[(3+n) H]`; rows in the order `i, o, u, f_1, .., f_n`. For `n = 2`
+/// without inputs at internal nodes, [`BinaryTreeLstm`] is the same cell,
+/// fused.
+#[derive(Debug, Clone, Copy)]
+pub struct NaryTreeLstm {
+    w: Option<Param>,
+    u: Param,
+    b: Param,
+    n: usize,
+    hidden: usize,
+}
+
+impl NaryTreeLstm {
+    /// The cell's parameters in `scope` for `n` child slots and inputs of
+    /// width `inp` (0: nodes have no input). Errors: zero `n` or hidden.
+    pub fn new(scope: &mut Scope<'_>, inp: usize, hidden: usize, n: usize) -> Result<NaryTreeLstm> {
+        if n == 0 || hidden == 0 {
+            return Err(GraphError::Params(format!(
+                "NaryTreeLstm: {n} child slots and hidden {hidden} must be positive"
+            )));
+        }
+        let rows = (3 + n) * hidden;
+        Ok(NaryTreeLstm {
+            w: (inp > 0)
+                .then(|| scope.matrix("w", rows, inp))
+                .transpose()?,
+            u: scope.matrix("u", rows, n * hidden)?,
+            b: scope.bias("b", rows)?,
+            n,
+            hidden,
+        })
+    }
+
+    /// Every parameter.
+    pub fn params(&self) -> Vec<Param> {
+        self.w.into_iter().chain([self.u, self.b]).collect()
+    }
+
+    /// The state of a node from its input (required exactly when the cell
+    /// was made with `inp > 0`) and its children in slots (`None`: no
+    /// child there; at most `n`).
+    pub fn node(&self, g: &mut Graph, x: Option<Expr>, children: &[Option<Expr>]) -> Result<Expr> {
+        let (h, n) = (self.hidden, self.n);
+        if children.len() > n {
+            return Err(GraphError::Params(format!(
+                "NaryTreeLstm: {} children for {n} slots",
+                children.len()
+            )));
+        }
+        let zero =
+            sheaf_tensor::Tensor::zeros([h], sheaf_tensor::DType::F32, sheaf_tensor::Device::Cpu)
+                .map_err(|source| GraphError::Tensor {
+                context: "NaryTreeLstm zero child".into(),
+                source: Box::new(source),
+            })?;
+        let mut cs = Vec::with_capacity(n);
+        let mut hs = Vec::with_capacity(n);
+        for slot in 0..n {
+            match children.get(slot).copied().flatten() {
+                Some(s) => {
+                    cs.push(Some(g.slice(s, 0, h)?));
+                    hs.push(g.slice(s, h, 2 * h)?);
+                }
+                None => {
+                    cs.push(None);
+                    hs.push(g.input(zero.clone()));
+                }
+            }
+        }
+        let hh = if n == 1 { hs[0] } else { g.concat(&hs)? };
+        let (u, b) = (g.param(&self.u), g.param(&self.b));
+        let gates = match (self.w, x) {
+            (Some(w), Some(x)) => {
+                let w = g.param(&w);
+                g.affine(b, &[(w, x), (u, hh)])?
+            }
+            (None, None) => g.affine(b, &[(u, hh)])?,
+            (Some(_), None) => {
+                return Err(GraphError::Params(
+                    "NaryTreeLstm: this cell reads an input at every node".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(GraphError::Params(
+                    "NaryTreeLstm: this cell was made without inputs (inp = 0)".into(),
+                ))
+            }
+        };
+        let iou = g.slice(gates, 0, 3 * h)?;
+        let mut f_pre = Vec::new();
+        let mut c_kids = Vec::new();
+        for (l, c) in cs.into_iter().enumerate() {
+            // A missing child's memory is zero: its forget term vanishes.
+            if let Some(c) = c {
+                f_pre.push(g.slice(gates, (3 + l) * h, (4 + l) * h)?);
+                c_kids.push(c);
+            }
+        }
+        compose_state(g, h, iou, &f_pre, &c_kids)
+    }
+
+    /// The hidden state `h` `[H]` of a state.
+    pub fn h(&self, g: &mut Graph, state: Expr) -> Result<Expr> {
+        g.slice(state, self.hidden, 2 * self.hidden)
+    }
+}

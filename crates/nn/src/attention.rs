@@ -1,0 +1,160 @@
+//! Attention pooling: a weighted sum of a sequence's vectors, the weights
+//! a softmax over scores (dot with a query, additive, or feed-forward).
+
+use sheaf_autodiff::{Expr, Graph, GraphError, Param, Result};
+
+use crate::scope::Scope;
+
+/// How [`Attention`] scores a vector `h_t` `[D]`.
+#[derive(Debug, Clone, Copy)]
+enum Score {
+    /// `q . h_t` with a learned query `q` `[D]`.
+    Dot { q: Param },
+    /// Bahdanau et al.: `v . tanh(W h_t + U s + b)` for a query state `s`.
+    Additive {
+        w: Param,
+        u: Param,
+        b: Param,
+        v: Param,
+    },
+    /// Raffel & Ellis (2015): `v . tanh(W h_t + b)`, no query.
+    FeedForward { w: Param, b: Param, v: Param },
+}
+
+/// Attention pooling over a sequence of `[D]` vectors: `c = sum_t a_t
+/// h_t`, `a = softmax(e)`, `e_t` the score of `h_t`.
+#[derive(Debug, Clone, Copy)]
+pub struct Attention {
+    score: Score,
+    dim: usize,
+}
+
+impl Attention {
+    /// Scores `q . h_t` with a learned query `q` (`q` in `scope`).
+    pub fn dot(scope: &mut Scope<'_>, dim: usize) -> Result<Attention> {
+        Ok(Attention {
+            score: Score::Dot {
+                q: scope.param("q", [dim], scope.inits().matrix)?,
+            },
+            dim,
+        })
+    }
+
+    /// Bahdanau et al.'s additive scores `v . tanh(W h_t + U s + b)` for a
+    /// query state `s` `[query]` given to [`Attention::pool_with`];
+    /// `W` `[hidden, dim]`, `U` `[hidden, query]`, `b`, `v` `[hidden]`.
+    pub fn additive(
+        scope: &mut Scope<'_>,
+        dim: usize,
+        query: usize,
+        hidden: usize,
+    ) -> Result<Attention> {
+        Ok(Attention {
+            score: Score::Additive {
+                w: scope.matrix("w", hidden, dim)?,
+                u: scope.matrix("u", hidden, query)?,
+                b: scope.bias("b", hidden)?,
+                v: scope.param("v", [hidden], scope.inits().matrix)?,
+            },
+            dim,
+        })
+    }
+
+    /// Raffel & Ellis's feed-forward attention `v . tanh(W h_t + b)`.
+    pub fn feed_forward(scope: &mut Scope<'_>, dim: usize, hidden: usize) -> Result<Attention> {
+        Ok(Attention {
+            score: Score::FeedForward {
+                w: scope.matrix("w", hidden, dim)?,
+                b: scope.bias("b", hidden)?,
+                v: scope.param("v", [hidden], scope.inits().matrix)?,
+            },
+            dim,
+        })
+    }
+
+    /// The pooled vector `[D]` of `hs` (dot and feed-forward scores).
+    pub fn pool(&self, g: &mut Graph, hs: &[Expr]) -> Result<Expr> {
+        self.pool_inner(g, hs, None)
+    }
+
+    /// The pooled vector `[D]` of `hs` for the query state `s` (additive
+    /// scores).
+    pub fn pool_with(&self, g: &mut Graph, hs: &[Expr], s: Expr) -> Result<Expr> {
+        self.pool_inner(g, hs, Some(s))
+    }
+
+    /// The attention weights `[T]` of `hs` (and `s` for additive scores).
+    pub fn weights(&self, g: &mut Graph, hs: &[Expr], s: Option<Expr>) -> Result<Expr> {
+        if hs.is_empty() {
+            return Err(GraphError::Params("Attention: an empty sequence".into()));
+        }
+        let mut scores = Vec::with_capacity(hs.len());
+        let query = match (self.score, s) {
+            (Score::Additive { u, .. }, Some(s)) => {
+                let u = g.param(&u);
+                Some(g.linear(u, s)?)
+            }
+            (Score::Additive { .. }, None) => {
+                return Err(GraphError::Params(
+                    "Attention: additive scores need a query state (pool_with)".into(),
+                ))
+            }
+            (_, Some(_)) => {
+                return Err(GraphError::Params(
+                    "Attention: only additive scores read a query state".into(),
+                ))
+            }
+            _ => None,
+        };
+        for (t, &h) in hs.iter().enumerate() {
+            let shape = g.shape(h)?;
+            if shape.dims() != [self.dim] {
+                return Err(GraphError::Params(format!(
+                    "Attention: vector {t} has shape {shape}, the layer pools [{}]",
+                    self.dim
+                )));
+            }
+            let e = match self.score {
+                Score::Dot { q } => {
+                    let q = g.param(&q);
+                    g.dot(q, h)?
+                }
+                Score::Additive { w, b, v, .. } => {
+                    let (w, b, v) = (g.param(&w), g.param(&b), g.param(&v));
+                    let a = g.affine(b, &[(w, h)])?;
+                    let a = match query {
+                        Some(us) => g.add(a, us)?,
+                        None => a,
+                    };
+                    let a = g.tanh(a)?;
+                    g.dot(v, a)?
+                }
+                Score::FeedForward { w, b, v } => {
+                    let (w, b, v) = (g.param(&w), g.param(&b), g.param(&v));
+                    let a = g.affine(b, &[(w, h)])?;
+                    let a = g.tanh(a)?;
+                    g.dot(v, a)?
+                }
+            };
+            scores.push(e);
+        }
+        let e = g.concat(&scores)?;
+        g.softmax(e)
+    }
+
+    fn pool_inner(&self, g: &mut Graph, hs: &[Expr], s: Option<Expr>) -> Result<Expr> {
+        let a = self.weights(g, hs, s)?;
+        let terms = hs
+            .iter()
+            .enumerate()
+            .map(|(t, &h)| {
+                let at = g.pick(a, t as u32)?;
+                g.scale_by(h, at)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        match terms.len() {
+            1 => Ok(terms[0]),
+            _ => g.sum(&terms),
+        }
+    }
+}
