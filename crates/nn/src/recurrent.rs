@@ -36,8 +36,10 @@ pub trait Cell: Copy + std::fmt::Debug {
     fn state_width(h: usize) -> usize;
     /// The hidden output `h` of a state.
     fn output(g: &mut Graph, state: Expr) -> Result<Expr>;
-    /// One step from the input part `xw = W x + b` and the previous state.
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr>;
+    /// One step from the input part `xw = W x + b` and the previous state;
+    /// `from_zero`: the state is known to be zero (the first step from
+    /// [`Recurrent::zero_state`]), so the recurrent product is left out.
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr>;
 }
 
 /// The LSTM cell (see the module docs).
@@ -59,11 +61,16 @@ impl Cell for LstmCell {
     fn output(g: &mut Graph, state: Expr) -> Result<Expr> {
         g.cell_h(state)
     }
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr> {
-        let h = g.cell_h(state)?;
-        let u = g.param(&unit.u);
-        let hu = g.linear(u, h)?;
-        let gates = g.add(xw, hu)?;
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr> {
+        let gates = match from_zero {
+            true => xw,
+            false => {
+                let h = g.cell_h(state)?;
+                let u = g.param(&unit.u);
+                let hu = g.linear(u, h)?;
+                g.add(xw, hu)?
+            }
+        };
         g.lstm_cell(gates, state)
     }
 }
@@ -77,12 +84,19 @@ impl Cell for GruCell {
     fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
         Ok(state)
     }
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr> {
-        let (u, b_u) = match unit.b_u {
-            Some(b) => (g.param(&unit.u), g.param(&b)),
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr> {
+        let b_u = match unit.b_u {
+            Some(b) => g.param(&b),
             None => return Err(GraphError::Params("a GRU unit without b_u".into())),
         };
-        let hu = g.affine(b_u, &[(u, state)])?;
+        // U 0 + b_u is b_u.
+        let hu = match from_zero {
+            true => b_u,
+            false => {
+                let u = g.param(&unit.u);
+                g.affine(b_u, &[(u, state)])?
+            }
+        };
         g.gru_cell(xw, hu, state)
     }
 }
@@ -96,10 +110,15 @@ impl Cell for RnnCell {
     fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
         Ok(state)
     }
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr) -> Result<Expr> {
-        let u = g.param(&unit.u);
-        let hu = g.linear(u, state)?;
-        let pre = g.add(xw, hu)?;
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr> {
+        let pre = match from_zero {
+            true => xw,
+            false => {
+                let u = g.param(&unit.u);
+                let hu = g.linear(u, state)?;
+                g.add(xw, hu)?
+            }
+        };
         g.tanh(pre)
     }
 }
@@ -196,6 +215,19 @@ pub type Rnn = Recurrent<RnnCell>;
 pub struct State {
     /// The states, the first layer's first.
     pub states: Vec<Expr>,
+    /// Known to be zero ([`Recurrent::zero_state`]): the first step leaves
+    /// out the recurrent product (`U 0`), as a hand-written model would.
+    zero: bool,
+}
+
+impl State {
+    /// Given states (`states[layer * dirs + dir]`).
+    pub fn new(states: Vec<Expr>) -> State {
+        State {
+            states,
+            zero: false,
+        }
+    }
 }
 
 impl<C: Cell> Recurrent<C> {
@@ -284,7 +316,7 @@ impl<C: Cell> Recurrent<C> {
         let states = (0..self.units.len() * self.dirs())
             .map(|_| g.input(zeros.clone()))
             .collect();
-        Ok(State { states })
+        Ok(State { states, zero: true })
     }
 
     /// The top layer's output `h` of `state` (unidirectional layers).
@@ -314,12 +346,12 @@ impl<C: Cell> Recurrent<C> {
         for (layer, &s) in self.units.iter().zip(&state.states) {
             let unit = &layer[0];
             let xw = unit.input_part(g, x)?;
-            let s = C::step(g, unit, xw, s)?;
+            let s = C::step(g, unit, xw, s, state.zero)?;
             x = C::output(g, s)?;
             x = self.drop(g, x, self.cfg.output_dropout)?;
             next.push(s);
         }
-        Ok(State { states: next })
+        Ok(State::new(next))
     }
 
     /// The top layer's outputs at every position of `xs` (each `[in]`),
@@ -358,13 +390,15 @@ impl<C: Cell> Recurrent<C> {
                     .map(|&x| unit.input_part(g, x))
                     .collect::<Result<_>>()?;
                 let mut state = init.states[l * dirs + d];
+                let mut from_zero = init.zero;
                 let mut h = vec![None; seq.len()];
                 let order: Box<dyn Iterator<Item = usize>> = match d {
                     0 => Box::new(0..seq.len()),
                     _ => Box::new((0..seq.len()).rev()),
                 };
                 for t in order {
-                    state = C::step(g, unit, xw[t], state)?;
+                    state = C::step(g, unit, xw[t], state, from_zero)?;
+                    from_zero = false;
                     h[t] = Some(C::output(g, state)?);
                 }
                 outs.push(h.into_iter().flatten().collect());

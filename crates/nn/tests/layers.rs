@@ -21,6 +21,10 @@ use sheaf_tensor::Tensor;
 mod common;
 use common::*;
 
+fn f64s(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
 #[test]
 fn lstm_step_follows_pytorch_lstmcell() {
     let (inp, h) = (5, 3);
@@ -32,9 +36,7 @@ fn lstm_step_follows_pytorch_lstmcell() {
     let mut g = Graph::new();
     let xe = input(&mut g, &x);
     let s0: Vec<f32> = c0.iter().chain(&h0).copied().collect();
-    let state = State {
-        states: vec![input(&mut g, &s0)],
-    };
+    let state = State::new(vec![input(&mut g, &s0)]);
     let s1 = lstm.step(&mut g, &state, xe).unwrap();
     let got = run(&mut g, &store, s1.states[0]);
     // PyTorch: gates = W_ih x + b_ih + W_hh h + b_hh in rows [i; f; g; o].
@@ -67,7 +69,7 @@ fn gru_step_follows_pytorch_grucell() {
     let (x, h0) = (data(inp, 3), data(h, 4));
     let mut g = Graph::new();
     let (xe, he) = (input(&mut g, &x), input(&mut g, &h0));
-    let s1 = gru.step(&mut g, &State { states: vec![he] }, xe).unwrap();
+    let s1 = gru.step(&mut g, &State::new(vec![he]), xe).unwrap();
     let got = run(&mut g, &store, s1.states[0]);
     let f = |v: &[f32]| v.iter().map(|&a| f64::from(a)).collect::<Vec<f64>>();
     let (x, h0) = (f(&x), f(&h0));
@@ -94,7 +96,7 @@ fn elman_step_is_tanh_of_both_products() {
     let (x, h0) = (data(inp, 5), data(h, 6));
     let mut g = Graph::new();
     let (xe, he) = (input(&mut g, &x), input(&mut g, &h0));
-    let s1 = rnn.step(&mut g, &State { states: vec![he] }, xe).unwrap();
+    let s1 = rnn.step(&mut g, &State::new(vec![he]), xe).unwrap();
     let got = run(&mut g, &store, s1.states[0]);
     let f = |v: &[f32]| v.iter().map(|&a| f64::from(a)).collect::<Vec<f64>>();
     let want: Vec<f64> = mv(&w, &f(&x))
@@ -211,9 +213,22 @@ fn transduce_equals_stepping_by_hand() {
         state = lstm.step(&mut g, &state, x).unwrap();
         by_hand.push(lstm.output(&mut g, &state).unwrap());
     }
-    for (t, (&a, &b)) in ys.iter().zip(&by_hand).enumerate() {
+    // From zero states the first step leaves out U 0: the same values as
+    // the same zeros given as an ordinary state.
+    let zeros = lstm.zero_state(&mut g).unwrap();
+    let plain = lstm
+        .transduce_from(&mut g, &xs, &State::new(zeros.states))
+        .unwrap();
+    for (t, ((&a, &b), &c)) in ys.iter().zip(&by_hand).zip(&plain).enumerate() {
         let (a, b) = (run(&mut g, &store, a), run(&mut g, &store, b));
         assert_eq!(a, b, "position {t}");
+        let c = run(&mut g, &store, c);
+        close(
+            &format!("position {t} from plain zeros"),
+            &c,
+            &f64s(&a),
+            1e-6,
+        );
     }
 }
 
