@@ -15,6 +15,7 @@ pub mod summary;
 pub mod w1;
 pub mod w2;
 pub mod w2_manual;
+pub mod w2_nn;
 pub mod w3;
 pub mod w4;
 pub mod w5;

@@ -1,7 +1,9 @@
 //! `bench-w2 [--quick]`: training throughput of the synthetic BiLSTM tagger
 //! (sentences/s, useful GFLOP/s, utilisation against the same-run sgemm
 //! peak) for sequential, depth, agenda and the hand-batched `manual`, each
-//! beside its GEMM-only bound, and agenda's ratio to manual.
+//! beside its GEMM-only bound, and agenda's ratio to manual; depth and
+//! agenda again with the model written with sheaf-nn layers (variant
+//! `layers`), and their ratio to the hand-written model.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -16,6 +18,7 @@ use sheaf_benches::w2::{
     optimizer, sentences, strategies, train_step, Config, Model, Sentence, BATCH, LR,
 };
 use sheaf_benches::w2_manual::Manual;
+use sheaf_benches::w2_nn::{self, NnModel};
 use sheaf_sched::{Executor, Strategy};
 
 #[derive(Parser, Debug)]
@@ -41,10 +44,12 @@ struct Args {
 /// Sentences of warm-up before the timed ones.
 const WARM: usize = 128;
 
-/// How a run trains: through a graph (None = Sequential) or by hand.
+/// How a run trains: through a graph (None = Sequential), through the
+/// model written with sheaf-nn layers, or by hand.
 #[derive(Clone, Copy)]
 enum Impl {
     Graph(Option<Strategy>),
+    Layers(Strategy),
     Manual,
 }
 
@@ -66,15 +71,26 @@ fn time_run(
     let cfg = Config::w2();
     let mut store = ParamStore::new();
     let m = Model::new(&mut store, cfg, 1)?;
+    // The layers' model starts from the hand-written one's values.
+    let mut layers_store = ParamStore::new();
+    let layers = NnModel::new(&mut layers_store, cfg, 1).map_err(|e| e.to_string())?;
+    layers.copy_from(&mut layers_store, &m, &store);
+    if let Impl::Layers(_) = how {
+        store = layers_store;
+    }
     let mut opt = optimizer();
     let mut g = Graph::new();
     let mut manual = Manual::new()?;
     let mut exec = match how {
         Impl::Graph(s) => s.map(Executor::new),
+        Impl::Layers(s) => Some(Executor::new(s)),
         Impl::Manual => None,
     };
     let mut step = |store: &mut ParamStore, batch: &[Sentence]| match how {
         Impl::Graph(_) => train_step(&m, store, &mut opt, &mut g, exec.as_mut(), batch),
+        Impl::Layers(_) => {
+            w2_nn::train_step(&layers, store, &mut opt, &mut g, exec.as_mut(), batch)
+        }
         Impl::Manual => manual.step(store, &m, batch, LR),
     };
     for batch in warm.chunks(BATCH) {
@@ -120,6 +136,9 @@ fn run(args: Args) -> Result<(), String> {
             .map(|(name, s)| (name, Impl::Graph(s)))
             .collect();
         runs.push(("manual", Impl::Manual));
+        // The model written with sheaf-nn layers, beside the hand-written.
+        runs.push(("depth/layers", Impl::Layers(Strategy::Depth)));
+        runs.push(("agenda/layers", Impl::Layers(Strategy::Agenda)));
         let mut rates = Vec::new();
         for (name, how) in runs {
             let (secs, products, stats) = with_threads(threads, || time_run(how, warm, timed))
@@ -139,9 +158,10 @@ fn run(args: Args) -> Result<(), String> {
             if let (true, Some(stats)) = (args.stats, stats) {
                 println!("last step of {name} at {threads} thread(s): {stats}");
             }
+            let (base, variant) = name.split_once('/').unwrap_or((name, ""));
             report.add(
                 "W2",
-                name,
+                base,
                 threads,
                 BATCH,
                 "throughput",
@@ -161,11 +181,20 @@ fn run(args: Args) -> Result<(), String> {
             if !args.no_bound {
                 report.add_bound(bound);
             }
+            report.set_variant(variant);
             rates.push((name, rate));
         }
         let of = |name: &str| rates.iter().find(|r| r.0 == name).map(|r| r.1);
         if let (Some(a), Some(m)) = (of("agenda"), of("manual")) {
             println!("agenda / manual at {threads} thread(s): {:.3}", a / m);
+        }
+        for s in ["depth", "agenda"] {
+            if let (Some(l), Some(h)) = (of(&format!("{s}/layers")), of(s)) {
+                println!(
+                    "{s}: layers / hand-written at {threads} thread(s): {:.3}",
+                    l / h
+                );
+            }
         }
     }
     let path = args.out.unwrap_or_else(default_results_path);
