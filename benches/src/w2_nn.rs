@@ -53,7 +53,10 @@ impl NnModel {
     /// into this model (in `to`).
     pub fn copy_from(&self, to: &mut ParamStore, hand: &Model, from: &ParamStore) {
         for (mine, theirs) in self.pairs(hand) {
-            let v = from.value(&theirs).expect("hand-written parameter").clone();
+            // A copy of its own: a shared buffer would make every update
+            // of either model copy the parameter.
+            let v = from.value(&theirs).expect("hand-written parameter");
+            let v = v.deep_clone().expect("a host copy");
             *to.value_mut(&mine).expect("layer parameter") = v;
         }
     }
