@@ -40,7 +40,7 @@ mod tree;
 pub use attention::Attention;
 pub use linear::{Activation, Embedding, Linear, Mlp};
 pub use recurrent::{
-    Cell, Gru, GruCell, Lstm, LstmCell, Recurrent, RecurrentConfig, Rnn, RnnCell, State, Unit,
+    Cell, Gru, GruCell, Lstm, LstmCell, Prev, Recurrent, RecurrentConfig, Rnn, RnnCell, State, Unit,
 };
 pub use scope::{Inits, Scope};
 pub use tree::{BinaryTreeLstm, ChildSumTreeLstm, NaryTreeLstm};

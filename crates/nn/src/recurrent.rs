@@ -36,10 +36,22 @@ pub trait Cell: Copy + std::fmt::Debug {
     fn state_width(h: usize) -> usize;
     /// The hidden output `h` of a state.
     fn output(g: &mut Graph, state: Expr) -> Result<Expr>;
-    /// One step from the input part `xw = W x + b` and the previous state;
-    /// `from_zero`: the state is known to be zero (the first step from
-    /// [`Recurrent::zero_state`]), so the recurrent product is left out.
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr>;
+    /// One step from the input part `xw = W x + b` and the previous state
+    /// (`prev`: see [`Prev`]).
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr>;
+}
+
+/// What a step knows of its previous state besides the state itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Prev {
+    /// It is zero ([`Recurrent::zero_state`]): the recurrent product
+    /// (`U 0`) is left out.
+    Zero,
+    /// Its output `h` is this node (taken by the previous step): reused,
+    /// not taken again.
+    Output(Expr),
+    /// Nothing more: the output is taken from the state.
+    Unknown,
 }
 
 /// The LSTM cell (see the module docs).
@@ -61,16 +73,15 @@ impl Cell for LstmCell {
     fn output(g: &mut Graph, state: Expr) -> Result<Expr> {
         g.cell_h(state)
     }
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr> {
-        let gates = match from_zero {
-            true => xw,
-            false => {
-                let h = g.cell_h(state)?;
-                let u = g.param(&unit.u);
-                let hu = g.linear(u, h)?;
-                g.add(xw, hu)?
-            }
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr> {
+        let h = match prev {
+            Prev::Zero => return g.lstm_cell(xw, state),
+            Prev::Output(h) => h,
+            Prev::Unknown => g.cell_h(state)?,
         };
+        let u = g.param(&unit.u);
+        let hu = g.linear(u, h)?;
+        let gates = g.add(xw, hu)?;
         g.lstm_cell(gates, state)
     }
 }
@@ -84,15 +95,15 @@ impl Cell for GruCell {
     fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
         Ok(state)
     }
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr> {
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr> {
         let b_u = match unit.b_u {
             Some(b) => g.param(&b),
             None => return Err(GraphError::Params("a GRU unit without b_u".into())),
         };
         // U 0 + b_u is b_u.
-        let hu = match from_zero {
-            true => b_u,
-            false => {
+        let hu = match prev {
+            Prev::Zero => b_u,
+            _ => {
                 let u = g.param(&unit.u);
                 g.affine(b_u, &[(u, state)])?
             }
@@ -110,10 +121,10 @@ impl Cell for RnnCell {
     fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
         Ok(state)
     }
-    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, from_zero: bool) -> Result<Expr> {
-        let pre = match from_zero {
-            true => xw,
-            false => {
+    fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr> {
+        let pre = match prev {
+            Prev::Zero => xw,
+            _ => {
                 let u = g.param(&unit.u);
                 let hu = g.linear(u, state)?;
                 g.add(xw, hu)?
@@ -346,7 +357,12 @@ impl<C: Cell> Recurrent<C> {
         for (layer, &s) in self.units.iter().zip(&state.states) {
             let unit = &layer[0];
             let xw = unit.input_part(g, x)?;
-            let s = C::step(g, unit, xw, s, state.zero)?;
+            let prev = if state.zero {
+                Prev::Zero
+            } else {
+                Prev::Unknown
+            };
+            let s = C::step(g, unit, xw, s, prev)?;
             x = C::output(g, s)?;
             x = self.drop(g, x, self.cfg.output_dropout)?;
             next.push(s);
@@ -390,16 +406,17 @@ impl<C: Cell> Recurrent<C> {
                     .map(|&x| unit.input_part(g, x))
                     .collect::<Result<_>>()?;
                 let mut state = init.states[l * dirs + d];
-                let mut from_zero = init.zero;
+                let mut prev = if init.zero { Prev::Zero } else { Prev::Unknown };
                 let mut h = vec![None; seq.len()];
                 let order: Box<dyn Iterator<Item = usize>> = match d {
                     0 => Box::new(0..seq.len()),
                     _ => Box::new((0..seq.len()).rev()),
                 };
                 for t in order {
-                    state = C::step(g, unit, xw[t], state, from_zero)?;
-                    from_zero = false;
-                    h[t] = Some(C::output(g, state)?);
+                    state = C::step(g, unit, xw[t], state, prev)?;
+                    let out = C::output(g, state)?;
+                    prev = Prev::Output(out);
+                    h[t] = Some(out);
                 }
                 outs.push(h.into_iter().flatten().collect());
             }
