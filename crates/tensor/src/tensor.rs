@@ -323,6 +323,28 @@ impl Tensor {
         Ok(self.as_slice::<T>()?.to_vec())
     }
 
+    /// The one element of a tensor that holds exactly one (a loss, a
+    /// score), from any device: `loss.item::<f32>()?`. Errors: another
+    /// element count ([`TensorError::ArgShape`], expecting `[1]`), another
+    /// dtype.
+    ///
+    /// ```
+    /// use sheaf_tensor::Tensor;
+    /// assert_eq!(Tensor::from_vec(vec![2.5f32], [1]).unwrap().item::<f32>().unwrap(), 2.5);
+    /// assert!(Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap().item::<f32>().is_err());
+    /// ```
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(TensorError::ArgShape {
+                op: "item",
+                arg: "self",
+                expected: Shape::from([1]),
+                got: self.shape(),
+            });
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
     /// This tensor on `device`: the same tensor (a cheap clone) if it is
     /// there already, else a copy (host to device, device to host, or
     /// between devices through the host).
