@@ -1,6 +1,6 @@
-//! W2 written with sheaf-nn layers gives the hand-written model's losses
-//! and gradients (the same values copied in), under Sequential, Depth and
-//! Agenda, and trains the same over SGD steps. Tolerance: the layers' graph
+//! W2 written with sheaf-nn layers trains like the hand-written model (the
+//! same values copied in): the same loss at every step and the same
+//! parameters after three SGD steps, under Sequential, Depth and Agenda. Tolerance: the layers' graph
 //! differs only in where the zero state comes from and in node order, so
 //! results agree to rounding: |a - b| <= 1e-4 (1 + max(|a|, |b|)).
 

@@ -147,7 +147,9 @@ pub struct RecurrentConfig {
     pub bidirectional: bool,
     /// Dropout rate on the inputs of the first layer (training mode).
     pub input_dropout: f32,
-    /// Dropout rate on each layer's outputs (between layers and on top).
+    /// Dropout rate on each layer's outputs: between layers, and on the
+    /// top layer's outputs that `transduce` returns (`step` leaves the top
+    /// output, read with `output`, to the caller).
     pub output_dropout: f32,
 }
 
@@ -226,9 +228,11 @@ pub type Rnn = Recurrent<RnnCell>;
 pub struct State {
     /// The states, the first layer's first.
     pub states: Vec<Expr>,
-    /// Known to be zero ([`Recurrent::zero_state`]): the first step leaves
-    /// out the recurrent product (`U 0`), as a hand-written model would.
-    zero: bool,
+    /// The zero inputs [`Recurrent::zero_state`] made: while `states[i]`
+    /// is still `zeros[i]`, the first step leaves out the recurrent
+    /// product (`U 0`), as a hand-written model would. A state replaced by
+    /// the user no longer matches and gets its product.
+    zeros: Vec<Expr>,
 }
 
 impl State {
@@ -236,7 +240,15 @@ impl State {
     pub fn new(states: Vec<Expr>) -> State {
         State {
             states,
-            zero: false,
+            zeros: Vec::new(),
+        }
+    }
+
+    /// What a first step knows of state `i`.
+    fn prev(&self, i: usize) -> Prev {
+        match self.zeros.get(i) {
+            Some(z) if self.states.get(i) == Some(z) => Prev::Zero,
+            _ => Prev::Unknown,
         }
     }
 }
@@ -324,14 +336,24 @@ impl<C: Cell> Recurrent<C> {
                 source: Box::new(source),
             }
         })?;
-        let states = (0..self.units.len() * self.dirs())
+        let states: Vec<Expr> = (0..self.units.len() * self.dirs())
             .map(|_| g.input(zeros.clone()))
             .collect();
-        Ok(State { states, zero: true })
+        Ok(State {
+            zeros: states.clone(),
+            states,
+        })
     }
 
-    /// The top layer's output `h` of `state` (unidirectional layers).
+    /// The top layer's output `h` of `state` (unidirectional layers),
+    /// without output dropout (apply [`Graph::dropout`] where wanted).
     pub fn output(&self, g: &mut Graph, state: &State) -> Result<Expr> {
+        if self.cfg.bidirectional {
+            return Err(GraphError::Params(format!(
+                "{}: a bidirectional layer's outputs come from transduce",
+                self.path
+            )));
+        }
         match state.states.last() {
             Some(&s) => C::output(g, s),
             None => Err(GraphError::Params(format!("{}: an empty state", C::NAME))),
@@ -354,18 +376,18 @@ impl<C: Cell> Recurrent<C> {
         self.check_input(g, x, 0)?;
         let mut x = self.drop(g, x, self.cfg.input_dropout)?;
         let mut next = Vec::with_capacity(self.units.len());
-        for (layer, &s) in self.units.iter().zip(&state.states) {
+        let last = self.units.len() - 1;
+        for (l, (layer, &s)) in self.units.iter().zip(&state.states).enumerate() {
             let unit = &layer[0];
             let xw = unit.input_part(g, x)?;
-            let prev = if state.zero {
-                Prev::Zero
-            } else {
-                Prev::Unknown
-            };
-            let s = C::step(g, unit, xw, s, prev)?;
-            x = C::output(g, s)?;
-            x = self.drop(g, x, self.cfg.output_dropout)?;
+            let s = C::step(g, unit, xw, s, state.prev(l))?;
             next.push(s);
+            if l < last {
+                // Between layers; the top output (read with `output`) is
+                // left to the caller.
+                x = C::output(g, s)?;
+                x = self.drop(g, x, self.cfg.output_dropout)?;
+            }
         }
         Ok(State::new(next))
     }
@@ -406,7 +428,7 @@ impl<C: Cell> Recurrent<C> {
                     .map(|&x| unit.input_part(g, x))
                     .collect::<Result<_>>()?;
                 let mut state = init.states[l * dirs + d];
-                let mut prev = if init.zero { Prev::Zero } else { Prev::Unknown };
+                let mut prev = init.prev(l * dirs + d);
                 let mut h = vec![None; seq.len()];
                 let order: Box<dyn Iterator<Item = usize>> = match d {
                     0 => Box::new(0..seq.len()),

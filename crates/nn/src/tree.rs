@@ -98,6 +98,18 @@ impl BinaryTreeLstm {
     }
 }
 
+/// A child's state must be `[c | h]`, `[2H]`.
+fn check_child(g: &Graph, cell: &str, k: usize, s: Expr, h: usize) -> Result<()> {
+    let shape = g.shape(s)?;
+    if shape.dims() != [2 * h] {
+        return Err(GraphError::Params(format!(
+            "{cell}: child {k} has shape {shape}, a state of this cell is [{}]",
+            2 * h
+        )));
+    }
+    Ok(())
+}
+
 /// The gates `i, o, u` of a composed Tree-LSTM cell from pre-activations
 /// `iou` `[3H]`, and the new state `[c | h]` with `c = σ(i) tanh(u) +
 /// sum_k σ(f_k) c_k` for the children's forget pre-activations `f_pre`
@@ -182,7 +194,8 @@ impl ChildSumTreeLstm {
         let (w_iou, b_iou) = (g.param(&self.w_iou), g.param(&self.b_iou));
         let mut cs = Vec::with_capacity(children.len());
         let mut hs = Vec::with_capacity(children.len());
-        for &s in children {
+        for (k, &s) in children.iter().enumerate() {
+            check_child(g, "ChildSumTreeLstm", k, s, h)?;
             cs.push(g.slice(s, 0, h)?);
             hs.push(g.slice(s, h, 2 * h)?);
         }
@@ -215,12 +228,12 @@ impl ChildSumTreeLstm {
 
 /// Tai et al. (2015)'s N-ary Tree-LSTM: children in up to `n` ordered
 /// slots (a missing child is a zero state), an optional input at every
-/// node: `[i, f_1..f_n, o, u] = W x + U [h_1; ..; h_n] + b` (`W` only with
+/// node: `[i, o, u, f_1..f_n] = W x + U [h_1; ..; h_n] + b` (`W` only with
 /// an input), `c = σ(i) tanh(u) + sum_l σ(f_l) c_l`, `h = σ(o) tanh(c)`.
 /// Parameters `w` `[(3+n) H, in]` (when `inp > 0`), `u` `[(3+n) H, n H]`,
-/// `b` `[(3+n) H]`; rows in the order `i, o, u, f_1, .., f_n`. For `n = 2`
-/// without inputs at internal nodes, [`BinaryTreeLstm`] is the same cell,
-/// fused.
+/// `b` `[(3+n) H]`, rows in that order. (The fused [`BinaryTreeLstm`]
+/// computes the binary case with inputs at the leaves only and rows
+/// `i, f_l, f_r, o, u`: the same equations, other weights.)
 #[derive(Debug, Clone, Copy)]
 pub struct NaryTreeLstm {
     w: Option<Param>,
@@ -278,6 +291,7 @@ impl NaryTreeLstm {
         for slot in 0..n {
             match children.get(slot).copied().flatten() {
                 Some(s) => {
+                    check_child(g, "NaryTreeLstm", slot, s, h)?;
                     cs.push(Some(g.slice(s, 0, h)?));
                     hs.push(g.slice(s, h, 2 * h)?);
                 }

@@ -39,18 +39,26 @@ fn lstm_step_follows_pytorch_lstmcell() {
     let state = State::new(vec![input(&mut g, &s0)]);
     let s1 = lstm.step(&mut g, &state, xe).unwrap();
     let got = run(&mut g, &store, s1.states[0]);
-    // PyTorch: gates = W_ih x + b_ih + W_hh h + b_hh in rows [i; f; g; o].
-    // sheaf's rows are [i; f; o; g]: block k of PyTorch is block perm[k].
+    // PyTorch's LSTMCell on weights converted as the module docs say:
+    // rows [i; f; g; o] are sheaf's blocks 0, 1, 3, 2 (g is sheaf's u).
+    let to_torch = |m: &[f64]| -> Vec<f64> {
+        let rows = m.len() / 4;
+        [0, 1, 3, 2]
+            .iter()
+            .flat_map(|&k| m[k * rows..(k + 1) * rows].to_vec())
+            .collect()
+    };
+    let (w_ih, w_hh, bias) = (to_torch(&w), to_torch(&u), to_torch(&b));
     let f = |v: &[f32]| v.iter().map(|&a| f64::from(a)).collect::<Vec<f64>>();
     let (x, h0, c0) = (f(&x), f(&h0), f(&c0));
-    let pre: Vec<f64> = mv(&w, &x)
+    let pre: Vec<f64> = mv(&w_ih, &x)
         .iter()
-        .zip(mv(&u, &h0))
-        .zip(&b)
+        .zip(mv(&w_hh, &h0))
+        .zip(&bias)
         .map(|((a, b2), c)| a + b2 + c)
         .collect();
     let block = |k: usize| &pre[k * h..(k + 1) * h];
-    let (i, fg, o, gg) = (block(0), block(1), block(2), block(3));
+    let (i, fg, gg, o) = (block(0), block(1), block(2), block(3));
     let c: Vec<f64> = (0..h)
         .map(|j| sig(fg[j]) * c0[j] + sig(i[j]) * gg[j].tanh())
         .collect();
@@ -230,6 +238,65 @@ fn transduce_equals_stepping_by_hand() {
             1e-6,
         );
     }
+}
+
+/// From `zero_state` the first step leaves out `U 0`: the same values as
+/// the same zeros given as a plain state; and a zero state the user
+/// replaced gets its recurrent product again.
+fn zero_states_are_only_skipped_while_zero<C: Cell>(seed: u64) {
+    let inp = 3;
+    let mut store = ParamStore::new();
+    let cfg = RecurrentConfig {
+        layers: 2,
+        bidirectional: true,
+        ..RecurrentConfig::new(4)
+    };
+    let layer = Recurrent::<C>::new(&mut Scope::new(&mut store, seed), inp, cfg).unwrap();
+    randomize(&mut store);
+    let mut g = Graph::new();
+    let xs: Vec<Expr> = (0..4).map(|t| input(&mut g, &data(inp, 60 + t))).collect();
+    let zero = layer.zero_state(&mut g).unwrap();
+    let a = layer.transduce_from(&mut g, &xs, &zero).unwrap();
+    let plain = layer
+        .transduce_from(&mut g, &xs, &State::new(zero.states.clone()))
+        .unwrap();
+    // A nonzero state put in place of a zero one.
+    let width = zero.states.len();
+    let mut edited = zero.clone();
+    let given: Vec<Expr> = (0..width)
+        .map(|k| {
+            let w = g.shape(zero.states[k]).unwrap().dims()[0];
+            input(&mut g, &data(w, 70 + k as u64))
+        })
+        .collect();
+    edited.states = given.clone();
+    let b = layer.transduce_from(&mut g, &xs, &edited).unwrap();
+    let c = layer
+        .transduce_from(&mut g, &xs, &State::new(given))
+        .unwrap();
+    for t in 0..xs.len() {
+        let (va, vp) = (run(&mut g, &store, a[t]), run(&mut g, &store, plain[t]));
+        close(
+            &format!("{} zero vs plain {t}", C::NAME),
+            &va,
+            &f64s(&vp),
+            1e-6,
+        );
+        let (vb, vc) = (run(&mut g, &store, b[t]), run(&mut g, &store, c[t]));
+        assert_eq!(
+            vb,
+            vc,
+            "{} edited zero state vs plain, position {t}",
+            C::NAME
+        );
+    }
+}
+
+#[test]
+fn zero_states_are_skipped_only_while_zero() {
+    zero_states_are_only_skipped_while_zero::<sheaf_nn::LstmCell>(21);
+    zero_states_are_only_skipped_while_zero::<sheaf_nn::GruCell>(22);
+    zero_states_are_only_skipped_while_zero::<sheaf_nn::RnnCell>(23);
 }
 
 #[test]

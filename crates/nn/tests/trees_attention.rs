@@ -110,6 +110,12 @@ fn nary_tree_lstm_follows_tai_et_al() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("4 children for 3 slots"), "{e}");
+    // A child that is not a state of this cell.
+    let e = cell
+        .node(&mut g, Some(xe[0]), &[Some(xe[1])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("child 0 has shape [3]"), "{e}");
 }
 
 /// A forest of child-sum trees of several shapes in one graph: depth and
