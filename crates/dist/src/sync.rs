@@ -206,7 +206,13 @@ impl GradSync {
             let mut flat = Vec::with_capacity(len);
             for (p, _) in bucket {
                 let acc = store.lock_grad(p.id(), "distributed sync")?;
-                flat.extend_from_slice(&host(&acc.grad, store, p)?);
+                match acc.grad.device() {
+                    // Straight from host memory, without a copy of its own.
+                    Device::Cpu => flat.extend_from_slice(acc.grad.as_slice::<f32>().map_err(
+                        DistError::tensor(context(store, p, "reading the gradient of")),
+                    )?),
+                    _ => flat.extend_from_slice(&host(&acc.grad, store, p)?),
+                }
             }
             comm.all_reduce_sum(&mut flat)?;
             let mut at = 0;

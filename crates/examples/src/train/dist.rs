@@ -192,20 +192,10 @@ mod tests {
 
     use sheaf_dist::Threads;
 
+    use super::super::step::tests::tiny_data as data;
     use super::super::*;
     use super::*;
     use crate::engine::Exec;
-
-    /// A data directory with the tiny fixture as every split.
-    fn data(dir: &Path) -> PathBuf {
-        let data = dir.join("data");
-        fs::create_dir_all(&data).unwrap();
-        let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.txt");
-        for f in ["train.txt", "dev.txt", "test.txt"] {
-            fs::copy(&tiny, data.join(f)).unwrap();
-        }
-        data
-    }
 
     fn settings(data: &Path, exec: Exec, optimizer: OptimizerKind) -> (ModelConfig, TrainConfig) {
         let model = ModelConfig {

@@ -94,12 +94,23 @@ fn update(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::fs;
     use std::path::Path;
 
     use super::super::*;
     use super::*;
+
+    /// `dir/data` with the tiny fixture as every split.
+    pub(in crate::train) fn tiny_data(dir: &Path) -> std::path::PathBuf {
+        let data = dir.join("data");
+        fs::create_dir_all(&data).unwrap();
+        let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.txt");
+        for f in ["train.txt", "dev.txt", "test.txt"] {
+            fs::copy(&tiny, data.join(f)).unwrap();
+        }
+        data
+    }
 
     #[test]
     fn pipelined_steps_equal_a_plain_loop_of_steps() {
@@ -107,12 +118,7 @@ mod tests {
         // through a loop that builds and runs each graph in turn: the
         // step's seeds, order and update must agree bit for bit.
         let dir = std::env::temp_dir().join(format!("sheaf-train-unit-{}", std::process::id()));
-        let data = dir.join("data");
-        fs::create_dir_all(&data).unwrap();
-        let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.txt");
-        for f in ["train.txt", "dev.txt", "test.txt"] {
-            fs::copy(&tiny, data.join(f)).unwrap();
-        }
+        let data = tiny_data(&dir);
         let model = ModelConfig {
             embed_dim: 16,
             hidden: 8,
