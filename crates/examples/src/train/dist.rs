@@ -188,7 +188,7 @@ impl Trainer {
 #[cfg(test)]
 mod tests {
     use std::fs;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use sheaf_dist::Threads;
 
