@@ -18,5 +18,6 @@ pub mod w2_manual;
 pub mod w2_nn;
 pub mod w3;
 pub mod w4;
+pub mod w4_nn;
 pub mod w5;
 pub mod w6;

@@ -1,7 +1,9 @@
 //! `bench-w4 [--quick]`: training throughput of the BiLSTM tagger with
 //! character embeddings of rare words on the SST training sentences
 //! (sentences/s, useful GFLOP/s, utilisation against the same-run sgemm
-//! peak) for sequential, depth and agenda, each beside its GEMM-only bound.
+//! peak) for sequential, depth and agenda, each beside its GEMM-only bound;
+//! depth and agenda again with the model written with sheaf-nn layers
+//! (variant `layers`), and their ratio to the hand-written model.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -14,6 +16,7 @@ use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w2::{optimizer, strategies, BATCH};
 use sheaf_benches::w4::{train_flops, train_step, CharModel, Data, Sentence};
+use sheaf_benches::w4_nn::{self, NnCharModel};
 use sheaf_examples::sst::read_trees;
 use sheaf_sched::{Executor, Strategy};
 
@@ -50,26 +53,39 @@ fn main() {
     }
 }
 
-/// Seconds to train on `timed` after `warm`, the timed steps' products and
-/// the last step's plan statistics.
+/// Seconds to train on `timed` after `warm` with `strategy` (None =
+/// Sequential), the model written with layers or by hand; the timed
+/// steps' products and the last step's plan statistics.
 fn time_run(
     data: &Data,
     strategy: Option<Strategy>,
+    layers: bool,
     warm: &[Sentence],
     timed: &[Sentence],
 ) -> Result<(f64, Products, Option<String>), String> {
     let mut store = ParamStore::new();
     let m = CharModel::new(&mut store, data, 1)?;
+    // The layers' model starts from the hand-written one's values.
+    let mut layers_store = ParamStore::new();
+    let nn = NnCharModel::new(&mut layers_store, data, 1).map_err(|e| e.to_string())?;
+    nn.copy_from(&mut layers_store, &m, &store);
+    if layers {
+        store = layers_store;
+    }
     let mut opt = optimizer();
     let mut g = Graph::new();
     let mut exec = strategy.map(Executor::new);
+    let mut step = |store: &mut ParamStore, batch: &[Sentence]| match layers {
+        true => w4_nn::train_step(&nn, store, &mut opt, &mut g, exec.as_mut(), batch),
+        false => train_step(&m, store, &mut opt, &mut g, exec.as_mut(), batch),
+    };
     for batch in warm.chunks(BATCH) {
-        train_step(&m, &mut store, &mut opt, &mut g, exec.as_mut(), batch)?;
+        step(&mut store, batch)?;
     }
     let start = Instant::now();
     let (result, products) = record_gemms(|| -> Result<(), String> {
         for batch in timed.chunks(BATCH) {
-            train_step(&m, &mut store, &mut opt, &mut g, exec.as_mut(), batch)?;
+            step(&mut store, batch)?;
         }
         Ok(())
     });
@@ -115,9 +131,17 @@ fn run(args: Args) -> Result<(), String> {
     let mut report = Report::new();
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
-        for (name, strategy) in strategies() {
+        let mut runs: Vec<(&str, Option<Strategy>, bool)> = strategies()
+            .into_iter()
+            .map(|(name, s)| (name, s, false))
+            .collect();
+        // The model written with sheaf-nn layers, beside the hand-written.
+        runs.push(("depth/layers", Some(Strategy::Depth), true));
+        runs.push(("agenda/layers", Some(Strategy::Agenda), true));
+        let mut rates = Vec::new();
+        for (name, strategy, layers) in runs {
             let (secs, products, stats) =
-                with_threads(threads, || time_run(&data, strategy, warm, timed))
+                with_threads(threads, || time_run(&data, strategy, layers, warm, timed))
                     .map_err(|e| format!("{name}: {e}"))?;
             let rate = n as f64 / secs;
             let gflops = flops / secs / 1e9;
@@ -134,9 +158,10 @@ fn run(args: Args) -> Result<(), String> {
             if let (true, Some(stats)) = (args.stats, stats) {
                 println!("last step of {name} at {threads} thread(s): {stats}");
             }
+            let (base, variant) = name.split_once('/').unwrap_or((name, ""));
             report.add(
                 "W4",
-                name,
+                base,
                 threads,
                 BATCH,
                 "throughput",
@@ -155,6 +180,17 @@ fn run(args: Args) -> Result<(), String> {
             );
             if !args.no_bound {
                 report.add_bound(bound);
+            }
+            report.set_variant(variant);
+            rates.push((name, rate));
+        }
+        let of = |name: &str| rates.iter().find(|r| r.0 == name).map(|r| r.1);
+        for s in ["depth", "agenda"] {
+            if let (Some(l), Some(h)) = (of(&format!("{s}/layers")), of(s)) {
+                println!(
+                    "{s}: layers / hand-written at {threads} thread(s): {:.3}",
+                    l / h
+                );
             }
         }
     }
