@@ -60,7 +60,7 @@ impl BinaryTreeLstm {
     pub fn leaf(&self, g: &mut Graph, x: Expr) -> Result<Expr> {
         let (w, b) = (g.param(&self.w_leaf), g.param(&self.b_leaf));
         let gates = g.affine(b, &[(w, x)])?;
-        match self.recurrent_dropout {
+        match self.rate(g) {
             0.0 => g.tree_lstm_leaf(gates),
             p => g.tree_lstm_leaf_rd(gates, p),
         }
@@ -86,7 +86,7 @@ impl BinaryTreeLstm {
         let hh = g.concat(&[h_left, h_right])?;
         let (u, b) = (g.param(&self.u), g.param(&self.b));
         let gates = g.affine(b, &[(u, hh)])?;
-        match self.recurrent_dropout {
+        match self.rate(g) {
             0.0 => g.tree_lstm_node(gates, left, right),
             p => g.tree_lstm_node_rd(gates, left, right, p),
         }
@@ -95,6 +95,16 @@ impl BinaryTreeLstm {
     /// The hidden state `h` `[H]` of a state.
     pub fn h(&self, g: &mut Graph, state: Expr) -> Result<Expr> {
         g.cell_h(state)
+    }
+
+    /// The recurrent dropout rate of a graph: none outside training, so an
+    /// evaluation graph has the plain fused cells (the `_rd` ops would be
+    /// the identity there, under another signature and kernel).
+    fn rate(&self, g: &Graph) -> f32 {
+        match g.is_train() {
+            true => self.recurrent_dropout,
+            false => 0.0,
+        }
     }
 }
 
