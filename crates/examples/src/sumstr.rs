@@ -1,6 +1,6 @@
 //! W6, "sum of a string": read `4+3+9` one character at a time and output
 //! the sum (16). A 2-layer GRU over one-hot characters, the last valid
-//! state -> linear -> squared loss, trained with any strategy: `bucket`
+//! state -> linear -> squared loss (`sheaf-nn`'s `Gru` and `Linear`), trained with any strategy: `bucket`
 //! (length buckets, padded, masked with `sequence_last`), `agenda` or
 //! `sequential` (unpadded dynamic graphs). The model is written once, for
 //! one instance at a given padded length; the unpadded strategies call it
@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use sheaf_autodiff::{Adam, Expr, Graph, Optimizer, Param, ParamStore};
+use sheaf_autodiff::{Adam, Expr, Graph, Init, Optimizer, Param, ParamStore};
+use sheaf_nn::{Gru, Inits, Linear, RecurrentConfig, Scope};
 use sheaf_sched::{Bucketing, Executor, PlanStats, Strategy};
 use sheaf_tensor::Tensor;
 
@@ -125,54 +126,47 @@ impl Default for Config {
     }
 }
 
-struct Layer {
-    w: Param,
-    bw: Param,
-    u: Param,
-    bu: Param,
-}
-
-/// The 2-layer GRU regressor.
+/// The 2-layer GRU regressor, from `sheaf-nn` layers.
+#[derive(Debug, Clone)]
 pub struct Model {
-    layers: [Layer; 2],
-    wo: Param,
-    bo: Param,
-    hidden: usize,
-}
-
-fn init(rng: &mut StdRng, shape: &[usize], fan_in: usize) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
-    let a = (1.0 / fan_in as f32).sqrt();
-    let v: Vec<f32> = (0..n).map(|_| rng.random_range(-a..a)).collect();
-    Tensor::from_vec(v, sheaf_tensor::Shape::new(shape).map_err(cfg_err)?).map_err(cfg_err)
-}
-
-fn cfg_err(e: impl std::fmt::Display) -> Error {
-    Error::Config(e.to_string())
+    gru: Gru,
+    out: Linear,
 }
 
 impl Model {
-    /// A model with hidden size `h`, initialised from `seed`.
+    /// A model with hidden size `h`, initialised from `seed`: parameters
+    /// `gru.l{0,1}.fwd.{w,u,b,b_u}` and `out.{w,b}`, weights and GRU biases
+    /// uniform in ±1/√h (PyTorch's GRU initialisation), the output bias
+    /// zero.
     pub fn new(store: &mut ParamStore, h: usize, seed: u64) -> Result<Self> {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
-        let mut layer = |store: &mut ParamStore, k: usize, input: usize| -> Result<Layer> {
-            let mut add = |name: &str, t: Tensor| store.add(&format!("l{k}_{name}"), t);
-            Ok(Layer {
-                w: add("w", init(&mut rng, &[3 * h, input], h)?)?,
-                bw: add("bw", init(&mut rng, &[3 * h], h)?)?,
-                u: add("u", init(&mut rng, &[3 * h, h], h)?)?,
-                bu: add("bu", init(&mut rng, &[3 * h], h)?)?,
-            })
+        let a = (1.0 / h as f32).sqrt();
+        let uniform = Init::Uniform { low: -a, high: a };
+        let inits = Inits {
+            matrix: uniform,
+            bias: uniform,
+            ..Inits::default()
         };
-        let layers = [layer(store, 0, SYMBOLS)?, layer(store, 1, h)?];
-        let wo = store.add("wo", init(&mut rng, &[1, h], h)?)?;
-        let bo = store.add("bo", Tensor::from_vec(vec![0.0f32], [1]).map_err(cfg_err)?)?;
-        Ok(Model {
-            layers,
-            wo,
-            bo,
-            hidden: h,
-        })
+        let mut root = Scope::new(store, seed).with_inits(inits);
+        let cfg = RecurrentConfig {
+            layers: 2,
+            ..RecurrentConfig::new(h)
+        };
+        let gru = Gru::new(&mut root.sub("gru")?, SYMBOLS, cfg)?;
+        let zero_bias = Inits {
+            bias: Init::Zeros,
+            ..inits
+        };
+        let out = Linear::new(&mut root.sub("out")?.with_inits(zero_bias), h, 1, true)?;
+        Ok(Model { gru, out })
+    }
+
+    /// Every parameter: the GRU's layer by layer (`w`, `u`, `b`, `b_u`),
+    /// then the output's weight and bias.
+    pub fn params(&self) -> Vec<Param> {
+        let mut ps = self.gru.params();
+        ps.push(self.out.weight());
+        ps.extend(self.out.bias());
+        ps
     }
 
     /// The prediction (sum / 10, `[1]`) for `ex` run at padded length
@@ -180,33 +174,20 @@ impl Model {
     /// `sequence_last` takes the state at the true length, so the result
     /// does not depend on `padded`.
     pub fn predict(&self, g: &mut Graph, ex: &Example, padded: usize) -> Result<Expr> {
-        let h = self.hidden;
-        let mut xs = Vec::with_capacity(padded);
-        for t in 0..padded {
-            let mut v = vec![0.0f32; SYMBOLS];
-            if let Some(&c) = ex.chars.get(t) {
-                v[usize::from(c)] = 1.0;
-            }
-            xs.push(g.input(Tensor::from_vec(v, [SYMBOLS]).map_err(cfg_err)?));
-        }
-        for layer in &self.layers {
-            let (w, bw) = (g.param(&layer.w), g.param(&layer.bw));
-            let (u, bu) = (g.param(&layer.u), g.param(&layer.bu));
-            let mut state = g.input(Tensor::from_vec(vec![0.0f32; h], [h]).map_err(cfg_err)?);
-            let mut hs = Vec::with_capacity(padded);
-            for &x in &xs {
-                let xw = g.affine(bw, &[(w, x)])?;
-                let hu = g.affine(bu, &[(u, state)])?;
-                state = g.gru_cell(xw, hu, state)?;
-                hs.push(state);
-            }
-            xs = hs;
-        }
-        let seq = g.concat(&xs)?;
-        let seq = g.reshape(seq, [padded, h])?;
+        let xs = (0..padded)
+            .map(|t| {
+                let mut v = vec![0.0f32; SYMBOLS];
+                if let Some(&c) = ex.chars.get(t) {
+                    v[usize::from(c)] = 1.0;
+                }
+                Ok(g.input(Tensor::from_vec(v, [SYMBOLS]).map_err(cfg_err)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let hs = self.gru.transduce(g, &xs)?;
+        let seq = g.concat(&hs)?;
+        let seq = g.reshape(seq, [padded, self.gru.output_width()])?;
         let last = g.sequence_last(seq, ex.chars.len())?;
-        let (wo, bo) = (g.param(&self.wo), g.param(&self.bo));
-        Ok(g.affine(bo, &[(wo, last)])?)
+        Ok(self.out.forward(g, last)?)
     }
 
     /// Squared loss of `ex` at padded length `padded`.
@@ -215,6 +196,10 @@ impl Model {
         let target = g.input(Tensor::from_vec(vec![ex.sum / SCALE], [1]).map_err(cfg_err)?);
         Ok(g.squared_distance(y, target)?)
     }
+}
+
+fn cfg_err(e: impl std::fmt::Display) -> Error {
+    Error::Config(e.to_string())
 }
 
 /// What a training run measured.
@@ -259,12 +244,24 @@ impl Runner {
     /// The graph is left cleared, so that an update writes the parameters
     /// in place.
     pub fn run(&mut self, model: &Model, store: &ParamStore, batch: &[&Example]) -> Result<f32> {
+        self.run_with(store, batch, |g, ex, t| model.loss(g, ex, t))
+    }
+
+    /// [`Runner::run`] with any model: `build(g, ex, padded)` builds the
+    /// loss of `ex` at padded length `padded` (its own length unless
+    /// bucketing), as [`Model::loss`] does.
+    pub fn run_with(
+        &mut self,
+        store: &ParamStore,
+        batch: &[&Example],
+        mut build: impl FnMut(&mut Graph, &Example, usize) -> Result<Expr>,
+    ) -> Result<f32> {
         let g = &mut self.graph;
         if let Some(b) = &mut self.bucketing {
             let lens: Vec<usize> = batch.iter().map(|e| e.chars.len()).collect();
             let mut err = None;
             let loss = b.step(g, store, &lens, |g, i, t| {
-                model.loss(g, batch[i], t).map_err(|e| {
+                build(g, batch[i], t).map_err(|e| {
                     let msg = e.to_string();
                     err = Some(e);
                     sheaf_autodiff::GraphError::Data {
@@ -284,7 +281,7 @@ impl Runner {
         g.clear();
         let mut losses = Vec::with_capacity(batch.len());
         for ex in batch {
-            losses.push(model.loss(g, ex, ex.chars.len())?);
+            losses.push(build(g, ex, ex.chars.len())?);
             self.steps.1 += ex.chars.len();
         }
         let loss = g.sum(&losses)?;
