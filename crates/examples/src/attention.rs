@@ -1,8 +1,8 @@
 //! Appendix A of the TensorFlow Fold paper: feed-forward attention
 //! (Raffel & Ellis 2016, "Feed-Forward Networks with Attention Can Solve
 //! Some Long-Term Memory Problems"), written with blocks
-//! ([`Attention::blocks`]) and directly on the graph
-//! ([`Attention::direct`]); both give the same numbers (tested).
+//! ([`Attention::blocks`]) and directly on the graph with `sheaf-nn` layers
+//! ([`AttentionNn::direct`]); both give the same numbers (tested).
 //!
 //! Per step `h_t = relu(W_f x_t + b_f)`, a score `e_t = tanh(w_a h_t + b_a)`,
 //! weights `α = softmax(e)`, the context `c = Σ_t α_t h_t`, then
@@ -16,6 +16,7 @@ use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore};
 use sheaf_blocks::{
     field, Activation, Block, BlockError, Function, Map, Record, Scalar, Tensor, FC,
 };
+use sheaf_nn::{Linear, Mlp, Scope};
 
 /// One sequence of the addition problem.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,29 +117,90 @@ impl Attention {
             field("target", |a: &Addition| &a.target, Scalar),
         )) >> loss
     }
+}
 
-    // ---- directly on the graph -------------------------------------------
+/// The same model from `sheaf-nn` layers, written directly on the graph:
+/// `Linear` layers `f` and `a`, and the head `relu(W_g c + b_g)` then
+/// `w_o · + b_o` as a two-layer `Mlp`.
+///
+/// `sheaf_nn::Attention::feed_forward` scores `v · tanh(W h_t + b)`, with
+/// a learned `v`; this model's score has none (`tanh(w_a h_t + b_a)`), so
+/// the pooling is written out over `a`'s scores, as in the blocks form.
+#[derive(Debug, Clone)]
+pub struct AttentionNn {
+    f: Linear,
+    a: Linear,
+    head: Mlp,
+}
+
+impl AttentionNn {
+    /// A model with `hidden` units in `f` and the head, initialised from
+    /// `seed`: parameters `f.{w,b}`, `a.{w,b}`, `head.l{0,1}.{w,b}`.
+    pub fn new(store: &mut ParamStore, hidden: usize, seed: u64) -> Result<Self, GraphError> {
+        let mut root = Scope::new(store, seed);
+        let relu = sheaf_nn::Activation::Relu;
+        Ok(AttentionNn {
+            f: Linear::new(&mut root.sub("f")?, 2, hidden, true)?,
+            a: Linear::new(&mut root.sub("a")?, hidden, 1, true)?,
+            head: Mlp::new(&mut root.sub("head")?, &[hidden, hidden, 1], relu, 0.0)?,
+        })
+    }
+
+    /// Every parameter, in the order of [`Attention::params`] (`f`, `a`,
+    /// then the head's layers for `g` and `o`, weight before bias).
+    pub fn params(&self) -> Vec<sheaf_autodiff::Param> {
+        [&self.f, &self.a]
+            .into_iter()
+            .chain(self.head.layers())
+            .flat_map(|l| [l.weight()].into_iter().chain(l.bias()))
+            .collect()
+    }
+
+    /// Copies every value of the blocks model `m` (in `from`) into this
+    /// model (in `to`); the layouts are the same. Errors: a parameter
+    /// missing from its store, or of another shape.
+    pub fn copy_from(
+        &self,
+        to: &mut ParamStore,
+        m: &Attention,
+        from: &ParamStore,
+    ) -> Result<(), GraphError> {
+        for (mine, theirs) in self.params().iter().zip(m.params()) {
+            if mine.shape() != theirs.shape() {
+                return Err(GraphError::Params(format!(
+                    "AttentionNn::copy_from: shapes {} and {} differ",
+                    mine.shape(),
+                    theirs.shape()
+                )));
+            }
+            // A copy of its own: a shared buffer would be copied on every
+            // update of either model.
+            let v = from.value(&theirs)?;
+            let v = v.deep_clone().map_err(|e| GraphError::Tensor {
+                context: "AttentionNn::copy_from".into(),
+                source: Box::new(e),
+            })?;
+            *to.value_mut(mine)? = v;
+        }
+        Ok(())
+    }
 
     /// The prediction `[1]` and the squared error `[1]`, node by node.
     pub fn direct(&self, g: &mut Graph, x: &Addition) -> Result<(Expr, Expr), GraphError> {
-        let dense = |g: &mut Graph, layer: &FC, x: Expr| {
-            let (w, b) = layer.params();
-            let (w, b) = (g.param(&w), g.param(&b));
-            g.affine(b, &[(w, x)])
-        };
-        let mut hs = Vec::with_capacity(x.steps.len());
-        for step in &x.steps {
-            let v = g.input(sheaf_tensor::Tensor::from_slice(step, [2]).map_err(tensor_err)?);
-            let y = dense(g, &self.f, v)?;
-            hs.push(g.relu(y)?);
-        }
+        let hs = x
+            .steps
+            .iter()
+            .map(|step| {
+                let v = g.input(sheaf_tensor::Tensor::from_slice(step, [2]).map_err(tensor_err)?);
+                let y = self.f.forward(g, v)?;
+                g.relu(y)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let c = attend(g, &hs, |g, h| {
-            let e = dense(g, &self.a, h)?;
+            let e = self.a.forward(g, h)?;
             g.tanh(e)
         })?;
-        let hidden = dense(g, &self.g, c)?;
-        let hidden = g.relu(hidden)?;
-        let y = dense(g, &self.o, hidden)?;
+        let y = self.head.forward(g, c)?;
         let t = g.input(sheaf_tensor::Tensor::from_slice(&[x.target], [1]).map_err(tensor_err)?);
         Ok((y, g.squared_distance(y, t)?))
     }
