@@ -3,7 +3,7 @@
 
 use sheaf_autodiff::{Expr, Graph, GraphError, Param, Result};
 
-use crate::scope::Scope;
+use crate::scope::{check_sizes, layer_path, Scope};
 
 /// How [`Attention`] scores a vector `h_t` `[D]`.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +31,27 @@ pub struct Attention {
 
 impl Attention {
     /// Scores `q . h_t` with a learned query `q` (`q` in `scope`).
+    /// Errors: a zero size (naming the layer).
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::{Attention, Scope};
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let att = Attention::dot(&mut Scope::new(&mut store, 1).sub("att")?, 2)?;
+    /// let mut g = Graph::new();
+    /// let hs: Vec<_> = (0..3)
+    ///     .map(|t| g.input(Tensor::from_vec(vec![t as f32, 1.0], [2]).unwrap()))
+    ///     .collect();
+    /// let c = att.pool(&mut g, &hs)?;
+    /// assert_eq!(Sequential::new().forward(&mut g, &store, c)?.dims(), &[2]);
+    /// let e = Attention::dot(&mut Scope::new(&mut store, 1).sub("bad")?, 0).unwrap_err();
+    /// assert!(e.to_string().contains("Attention \"bad\": vector width 0"));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn dot(scope: &mut Scope<'_>, dim: usize) -> Result<Attention> {
+        check_sizes(&layer_path("Attention", scope), &[("vector width", dim)])?;
         Ok(Attention {
             score: Score::Dot {
                 q: scope.param("q", [dim], scope.inits().matrix)?,
@@ -43,12 +63,19 @@ impl Attention {
     /// Bahdanau et al.'s additive scores `v . tanh(W h_t + U s + b)` for a
     /// query state `s` `[query]` given to [`Attention::pool_with`];
     /// `W` `[hidden, dim]`, `U` `[hidden, query]`, `b`, `v` `[hidden]`.
+    /// Errors: a zero size (naming the layer and every size).
     pub fn additive(
         scope: &mut Scope<'_>,
         dim: usize,
         query: usize,
         hidden: usize,
     ) -> Result<Attention> {
+        let sizes = [
+            ("vector width", dim),
+            ("query width", query),
+            ("hidden", hidden),
+        ];
+        check_sizes(&layer_path("Attention", scope), &sizes)?;
         Ok(Attention {
             score: Score::Additive {
                 w: scope.matrix("w", hidden, dim)?,
@@ -61,7 +88,10 @@ impl Attention {
     }
 
     /// Raffel & Ellis's feed-forward attention `v . tanh(W h_t + b)`.
+    /// Errors: a zero size (naming the layer and both sizes).
     pub fn feed_forward(scope: &mut Scope<'_>, dim: usize, hidden: usize) -> Result<Attention> {
+        let sizes = [("vector width", dim), ("hidden", hidden)];
+        check_sizes(&layer_path("Attention", scope), &sizes)?;
         Ok(Attention {
             score: Score::FeedForward {
                 w: scope.matrix("w", hidden, dim)?,

@@ -18,13 +18,28 @@
 //!   `w = weight_ih`, `u = weight_hh`, `b = bias_ih`, `b_u = bias_hh`;
 //!   `n = tanh(W_n x + b_n + r (U_n h + b_un))`, `h = (1 - z) n + z h_prev`.
 //! - Elman RNN (`G = 1`): `h = tanh(W x + b + U h_prev)`.
+//!
+//! Recurrent dropout ([`RecurrentConfig::recurrent_dropout`], rate `p`)
+//! follows Semeniuta, Severyn & Barth (2016), as the fused Tree-LSTM ops
+//! ([`Graph::tree_lstm_node_rd`]) and [`crate::BinaryTreeLstm`] do: it
+//! drops what a step adds to the memory, never the memory itself, with a
+//! fresh inverted-dropout mask `d` at every step (not one per sequence as
+//! Gal & Ghahramani's), in training mode only:
+//! - LSTM: `c = σ(i) d(tanh(u)) + σ(f) c_prev` (the fused Tree-LSTM cell
+//!   with one child, so still one kernel per step);
+//! - GRU: `h = (1 - z) d(n) + z h_prev` (composed of graph ops);
+//! - Elman: `h = tanh(W x + b + U d(h_prev))` (the candidate is the whole
+//!   state, so its recurrent input is dropped; the paper's equation).
+//!
+//! In evaluation mode ([`Graph::is_train`] false) and at rate 0 a layer
+//! builds exactly the graph it builds without recurrent dropout.
 
 use std::marker::PhantomData;
 
 use sheaf_autodiff::{Expr, Graph, GraphError, Param, Result};
 use sheaf_tensor::{DType, Device, Tensor};
 
-use crate::scope::Scope;
+use crate::scope::{layer_path, Scope};
 
 /// What differs between the recurrent cells.
 pub trait Cell: Copy + std::fmt::Debug {
@@ -36,8 +51,13 @@ pub trait Cell: Copy + std::fmt::Debug {
     fn state_width(h: usize) -> usize;
     /// The hidden output `h` of a state.
     fn output(g: &mut Graph, state: Expr) -> Result<Expr>;
+    /// Whether `u`'s product has a bias of its own, `b_u` `[G H]` (the
+    /// GRU's `r (U_n h + b_un)` needs it inside the cell); otherwise `b`
+    /// is the only bias.
+    const U_BIAS: bool = false;
     /// One step from the input part `xw = W x + b` and the previous state
-    /// (`prev`: see [`Prev`]).
+    /// (`prev`: see [`Prev`]), with the unit's recurrent dropout when the
+    /// graph is in training mode (see the module docs).
     fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr>;
 }
 
@@ -75,14 +95,36 @@ impl Cell for LstmCell {
     }
     fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr> {
         let h = match prev {
-            Prev::Zero => return g.lstm_cell(xw, state),
-            Prev::Output(h) => h,
-            Prev::Unknown => g.cell_h(state)?,
+            Prev::Zero => None,
+            Prev::Output(h) => Some(h),
+            Prev::Unknown => Some(g.cell_h(state)?),
         };
-        let u = g.param(&unit.u);
-        let hu = g.linear(u, h)?;
-        let gates = g.add(xw, hu)?;
-        g.lstm_cell(gates, state)
+        let gates = match h {
+            None => xw,
+            Some(h) => {
+                let u = g.param(&unit.u);
+                let hu = g.linear(u, h)?;
+                g.add(xw, hu)?
+            }
+        };
+        let Some(p) = unit.active_dropout(g) else {
+            return g.lstm_cell(gates, state);
+        };
+        // The Tree-LSTM cells drop the candidate in their kernel: an LSTM
+        // step is a node whose second child has zero memory (its forget
+        // gate is then irrelevant), a first step from zero a leaf.
+        let hid = unit.hidden();
+        let ou = g.slice(gates, 2 * hid, 4 * hid)?;
+        if h.is_none() {
+            let i = g.slice(gates, 0, hid)?;
+            let iou = g.concat(&[i, ou])?;
+            return g.tree_lstm_leaf_rd(iou, p);
+        }
+        let iof = g.slice(gates, 0, 2 * hid)?;
+        let none = zeros(g, hid, "Lstm recurrent dropout")?;
+        let no_child = zeros(g, 2 * hid, "Lstm recurrent dropout")?;
+        let gates = g.concat(&[iof, none, ou])?;
+        g.tree_lstm_node_rd(gates, state, no_child, p)
     }
 }
 
@@ -95,6 +137,7 @@ impl Cell for GruCell {
     fn output(_: &mut Graph, state: Expr) -> Result<Expr> {
         Ok(state)
     }
+    const U_BIAS: bool = true;
     fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr> {
         let b_u = match unit.b_u {
             Some(b) => g.param(&b),
@@ -108,7 +151,10 @@ impl Cell for GruCell {
                 g.affine(b_u, &[(u, state)])?
             }
         };
-        g.gru_cell(xw, hu, state)
+        match unit.active_dropout(g) {
+            None => g.gru_cell(xw, hu, state),
+            Some(p) => gru_dropped(g, unit.hidden(), xw, hu, state, p),
+        }
     }
 }
 
@@ -125,13 +171,47 @@ impl Cell for RnnCell {
         let pre = match prev {
             Prev::Zero => xw,
             _ => {
+                let h = match unit.active_dropout(g) {
+                    Some(p) => g.dropout(state, p)?,
+                    None => state,
+                };
                 let u = g.param(&unit.u);
-                let hu = g.linear(u, state)?;
+                let hu = g.linear(u, h)?;
                 g.add(xw, hu)?
             }
         };
         g.tanh(pre)
     }
+}
+
+/// A GRU step with its candidate dropped, `h = (1 - z) d(n) + z h_prev`,
+/// the fused cell's equations written with graph ops (the cell has no
+/// dropout of its own).
+fn gru_dropped(g: &mut Graph, h: usize, xw: Expr, hu: Expr, h_prev: Expr, p: f32) -> Result<Expr> {
+    let pre = g.add(xw, hu)?;
+    let rz = g.slice(pre, 0, 2 * h)?;
+    let rz = g.sigmoid(rz)?;
+    let r = g.slice(rz, 0, h)?;
+    let z = g.slice(rz, h, 2 * h)?;
+    let xn = g.slice(xw, 2 * h, 3 * h)?;
+    let hn = g.slice(hu, 2 * h, 3 * h)?;
+    let rhn = g.cmult(r, hn)?;
+    let n = g.add(xn, rhn)?;
+    let n = g.tanh(n)?;
+    let n = g.dropout(n, p)?;
+    // (1 - z) n + z h_prev = n + z (h_prev - n): no constant 1 needed.
+    let diff = g.sub(h_prev, n)?;
+    let zd = g.cmult(z, diff)?;
+    g.add(n, zd)
+}
+
+/// A zero vector `[n]` on the graph.
+fn zeros(g: &mut Graph, n: usize, what: &str) -> Result<Expr> {
+    let t = Tensor::zeros([n], DType::F32, Device::Cpu).map_err(|source| GraphError::Tensor {
+        context: what.to_string(),
+        source: Box::new(source),
+    })?;
+    Ok(g.input(t))
 }
 
 /// The shape of a recurrent layer.
@@ -151,6 +231,34 @@ pub struct RecurrentConfig {
     /// top layer's outputs that `transduce` returns (`step` leaves the top
     /// output, read with `output`, to the caller).
     pub output_dropout: f32,
+    /// Recurrent dropout rate inside every step (training mode): what a
+    /// step adds to the memory is dropped, Semeniuta et al. (2016); see
+    /// the module docs for each cell.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore};
+    /// use sheaf_nn::{Gru, RecurrentConfig, Scope};
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { recurrent_dropout: 0.25, ..RecurrentConfig::new(4) };
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 3, cfg)?;
+    /// let count = |train: bool| -> Result<usize, sheaf_autodiff::GraphError> {
+    ///     let mut g = Graph::new();
+    ///     g.set_train(train);
+    ///     let xs: Vec<_> = (0..3)
+    ///         .map(|_| g.input(Tensor::from_vec(vec![1.0f32; 3], [3]).unwrap()))
+    ///         .collect();
+    ///     gru.transduce(&mut g, &xs)?;
+    ///     Ok((0..g.len())
+    ///         .filter(|&i| g.op_name(sheaf_autodiff::NodeId::from_index(i)) == "dropout")
+    ///         .count())
+    /// };
+    /// // One mask per step in training, none in evaluation.
+    /// assert_eq!((count(true)?, count(false)?), (3, 0));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
+    pub recurrent_dropout: f32,
 }
 
 impl RecurrentConfig {
@@ -162,6 +270,7 @@ impl RecurrentConfig {
             bidirectional: false,
             input_dropout: 0.0,
             output_dropout: 0.0,
+            recurrent_dropout: 0.0,
         }
     }
 }
@@ -174,24 +283,59 @@ pub struct Unit {
     b: Param,
     b_u: Option<Param>,
     inp: usize,
+    recurrent_dropout: f32,
 }
 
 impl Unit {
-    fn new<C: Cell>(scope: &mut Scope<'_>, inp: usize, h: usize) -> Result<Unit> {
+    fn new<C: Cell>(scope: &mut Scope<'_>, inp: usize, h: usize, rd: f32) -> Result<Unit> {
         let rows = C::GATES * h;
         Ok(Unit {
             w: scope.matrix("w", rows, inp)?,
             u: scope.matrix("u", rows, h)?,
             b: scope.bias("b", rows)?,
-            b_u: match C::GATES {
-                3 => Some(scope.bias("b_u", rows)?),
-                _ => None,
-            },
+            b_u: C::U_BIAS.then(|| scope.bias("b_u", rows)).transpose()?,
             inp,
+            recurrent_dropout: rd,
         })
     }
 
-    /// `w`, `u`, `b` (and a GRU's `b_u`).
+    /// The input weight `w` `[G H, in]`.
+    pub fn w(&self) -> Param {
+        self.w
+    }
+
+    /// The recurrent weight `u` `[G H, H]`.
+    pub fn u(&self) -> Param {
+        self.u
+    }
+
+    /// The bias `b` `[G H]` (added to the input product).
+    pub fn b(&self) -> Param {
+        self.b
+    }
+
+    /// The recurrent product's own bias `b_u` `[G H]` (cells with
+    /// [`Cell::U_BIAS`], the GRU).
+    pub fn b_u(&self) -> Option<Param> {
+        self.b_u
+    }
+
+    /// The hidden size `H`.
+    pub fn hidden(&self) -> usize {
+        self.u.shape().dims()[1]
+    }
+
+    /// The recurrent dropout rate (0: none).
+    pub fn recurrent_dropout(&self) -> f32 {
+        self.recurrent_dropout
+    }
+
+    /// The rate a step applies: the unit's, in training mode only.
+    fn active_dropout(&self, g: &Graph) -> Option<f32> {
+        (self.recurrent_dropout > 0.0 && g.is_train()).then_some(self.recurrent_dropout)
+    }
+
+    /// `w`, `u`, `b` (and `b_u` where the cell has one).
     pub fn params(&self) -> Vec<Param> {
         [self.w, self.u, self.b]
             .into_iter()
@@ -265,7 +409,12 @@ impl<C: Cell> Recurrent<C> {
                 cfg.hidden, cfg.layers
             ));
         }
-        for (name, p) in [("input", cfg.input_dropout), ("output", cfg.output_dropout)] {
+        let rates = [
+            ("input", cfg.input_dropout),
+            ("output", cfg.output_dropout),
+            ("recurrent", cfg.recurrent_dropout),
+        ];
+        for (name, p) in rates {
             if !(0.0..1.0).contains(&p) {
                 return bad(format!("{name} dropout must lie in [0, 1), it is {p}"));
             }
@@ -284,17 +433,15 @@ impl<C: Cell> Recurrent<C> {
             let mut layer = scope.sub(&format!("l{l}"))?;
             let mut row = Vec::with_capacity(dirs.len());
             for d in dirs {
-                row.push(Unit::new::<C>(&mut layer.sub(d)?, width, cfg.hidden)?);
+                let rd = cfg.recurrent_dropout;
+                row.push(Unit::new::<C>(&mut layer.sub(d)?, width, cfg.hidden, rd)?);
             }
             units.push(row);
         }
         Ok(Recurrent {
             cfg,
             units,
-            path: match scope.prefix() {
-                "" => C::NAME.to_string(),
-                p => format!("{} {p:?}", C::NAME),
-            },
+            path: layer_path(C::NAME, scope),
             cell: PhantomData,
         })
     }

@@ -157,6 +157,30 @@ impl<'s> Scope<'s> {
     }
 }
 
+/// A layer's name in messages: `kind`, then the scope's path if any
+/// (`Linear "enc.out"`).
+pub(crate) fn layer_path(kind: &str, scope: &Scope<'_>) -> String {
+    match scope.prefix() {
+        "" => kind.to_string(),
+        p => format!("{kind} {p:?}"),
+    }
+}
+
+/// Rejects zero sizes: the error names the layer and every size.
+pub(crate) fn check_sizes(layer: &str, sizes: &[(&str, usize)]) -> Result<()> {
+    if sizes.iter().all(|&(_, n)| n > 0) {
+        return Ok(());
+    }
+    let list: Vec<String> = sizes
+        .iter()
+        .map(|(what, n)| format!("{what} {n}"))
+        .collect();
+    Err(GraphError::Params(format!(
+        "{layer}: {} must all be positive",
+        list.join(", ")
+    )))
+}
+
 fn check_name(name: &str) -> Result<()> {
     if name.is_empty() || name.contains('.') {
         return Err(GraphError::Params(format!(
