@@ -13,6 +13,7 @@ pub mod report;
 pub mod step;
 pub mod summary;
 pub mod w1;
+pub mod w1_hand;
 pub mod w2;
 pub mod w2_manual;
 pub mod w2_nn;

@@ -16,6 +16,7 @@ use sheaf_benches::w1::{
     model, optimizer, strategies, train_flops, train_step, train_step_blocks, train_step_split,
     train_steps_pipelined,
 };
+use sheaf_benches::w1_hand::{self, HandTreeLstm};
 use sheaf_examples::sst::{read_trees, Tree, Vocab};
 use sheaf_examples::tree_lstm_blocks::{compile_training, Phrase};
 use sheaf_sched::{Executor, Pipeline, Strategy};
@@ -37,10 +38,15 @@ struct Args {
     #[arg(long)]
     stats: bool,
     /// Instead of the table: the model written with blocks against the
-    /// hand-written one, depth and agenda, alternating runs (median of 3
-    /// each), as the ratio of their throughputs.
+    /// graph-written one (the SST example's, on sheaf-nn layers), depth and
+    /// agenda, alternating runs (median of 3 each), as the ratio of their
+    /// throughputs.
     #[arg(long)]
     blocks: bool,
+    /// Instead of the table: the SST example's model (sheaf-nn layers)
+    /// against the hand-written one it replaced, as `--blocks` does.
+    #[arg(long)]
+    layers: bool,
     /// Run only these strategies (e.g. `--only agenda` under a profiler).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -86,7 +92,7 @@ fn main() {
     } else {
         Budget::full()
     };
-    if args.blocks {
+    if args.blocks || args.layers {
         let phrases: Vec<Phrase> = trees
             .iter()
             .zip(&ids)
@@ -103,7 +109,11 @@ fn main() {
             ids: &ids[..128 + timed],
             phrases: &phrases,
         };
-        blocks_vs_hand(&data, &args.threads, timed);
+        let (base, other) = match args.blocks {
+            true => (Form::Layers, Form::Blocks),
+            false => (Form::Hand, Form::Layers),
+        };
+        compare(&data, &args.threads, timed, base, other);
         return;
     }
     let mut report = Report::new();
@@ -251,43 +261,57 @@ struct Data<'a> {
     phrases: &'a [Phrase],
 }
 
-/// Seconds to train on the timed trees, hand-written model.
-fn time_hand(d: &Data, strategy: Strategy) -> Result<f64, String> {
-    let mut store = ParamStore::new();
-    let model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
-    let (mut opt, mut g, mut exec) = (optimizer(), Graph::new(), Executor::new(strategy));
-    let mut start = Instant::now();
-    for (k, (chunk, ids)) in d.trees.chunks(BATCH).zip(d.ids.chunks(BATCH)).enumerate() {
-        if k * BATCH == 128 {
-            start = Instant::now();
-        }
-        train_step(
-            &model,
-            &mut store,
-            &mut opt,
-            &mut g,
-            Some(&mut exec),
-            chunk,
-            ids,
-        )?;
-    }
-    Ok(start.elapsed().as_secs_f64())
+/// How a comparison run writes the model.
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    /// By hand, every parameter read by hand ([`w1_hand`]).
+    Hand,
+    /// The SST example's model, from sheaf-nn layers.
+    Layers,
+    /// With blocks, compiled.
+    Blocks,
 }
 
-/// Seconds to train on the timed trees, the model written with blocks.
-fn time_blocks(d: &Data, strategy: Strategy) -> Result<f64, String> {
+impl Form {
+    fn name(self) -> &'static str {
+        match self {
+            Form::Hand => "hand-written",
+            Form::Layers => "layers",
+            Form::Blocks => "blocks",
+        }
+    }
+}
+
+/// Seconds to train on the timed trees (after the first 128) in `form`.
+fn time_form(d: &Data, strategy: Strategy, form: Form) -> Result<f64, String> {
     let mut store = ParamStore::new();
     let model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
-    let mut c = compile_training(&model)
-        .map_err(|e| e.to_string())?
-        .with_strategy(strategy);
-    let mut opt = optimizer();
+    let mut hand_store = ParamStore::new();
+    let hand = HandTreeLstm::new(&mut hand_store, d.vocab, 1).map_err(|e| e.to_string())?;
+    if let Form::Hand = form {
+        store = hand_store;
+    }
+    let mut blocks = match form {
+        Form::Blocks => Some(
+            compile_training(&model)
+                .map_err(|e| e.to_string())?
+                .with_strategy(strategy),
+        ),
+        _ => None,
+    };
+    let (mut opt, mut g, mut exec) = (optimizer(), Graph::new(), Executor::new(strategy));
     let mut start = Instant::now();
-    for (k, chunk) in d.phrases.chunks(BATCH).enumerate() {
+    let batches = d.trees.chunks(BATCH).zip(d.ids.chunks(BATCH));
+    for (k, ((chunk, ids), phrases)) in batches.zip(d.phrases.chunks(BATCH)).enumerate() {
         if k * BATCH == 128 {
             start = Instant::now();
         }
-        train_step_blocks(&mut c, &mut store, &mut opt, chunk)?;
+        let (st, op, ex) = (&mut store, &mut opt, Some(&mut exec));
+        match (form, &mut blocks) {
+            (Form::Hand, _) => w1_hand::train_step(&hand, st, op, &mut g, ex, chunk, ids),
+            (Form::Blocks, Some(c)) => train_step_blocks(c, st, op, phrases),
+            _ => train_step(&model, st, op, &mut g, ex, chunk, ids),
+        }?;
     }
     Ok(start.elapsed().as_secs_f64())
 }
@@ -297,22 +321,31 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn blocks_vs_hand(d: &Data, threads: &[usize], timed: usize) {
+/// Alternating runs of `base` and `other` (three each), the median
+/// throughputs and their ratio `other / base`.
+fn compare(d: &Data, threads: &[usize], timed: usize, base: Form, other: Form) {
     println!(
         "{:>8} {:>8} {:>14} {:>14} {:>8}",
-        "impl", "threads", "hand trees/s", "blocks trees/s", "ratio"
+        "impl",
+        "threads",
+        format!("{} trees/s", base.name()),
+        format!("{} trees/s", other.name()),
+        "ratio"
     );
     for &t in threads {
         for strategy in [Strategy::Depth, Strategy::Agenda] {
-            let (mut hand, mut blocks) = (Vec::new(), Vec::new());
+            let (mut a, mut b) = (Vec::new(), Vec::new());
             for _ in 0..3 {
                 let r = with_threads(t, || -> Result<(f64, f64), String> {
-                    Ok((time_hand(d, strategy)?, time_blocks(d, strategy)?))
+                    Ok((
+                        time_form(d, strategy, base)?,
+                        time_form(d, strategy, other)?,
+                    ))
                 });
                 match r {
-                    Ok((h, b)) => {
-                        hand.push(timed as f64 / h);
-                        blocks.push(timed as f64 / b);
+                    Ok((x, y)) => {
+                        a.push(timed as f64 / x);
+                        b.push(timed as f64 / y);
                     }
                     Err(e) => {
                         eprintln!("{}: {e}", strategy.name());
@@ -320,11 +353,11 @@ fn blocks_vs_hand(d: &Data, threads: &[usize], timed: usize) {
                     }
                 }
             }
-            let (h, b) = (median(hand), median(blocks));
+            let (x, y) = (median(a), median(b));
             println!(
-                "{:>8} {t:>8} {h:>14.1} {b:>14.1} {:>8.3}",
+                "{:>8} {t:>8} {x:>14.1} {y:>14.1} {:>8.3}",
                 strategy.name(),
-                b / h
+                y / x
             );
         }
     }

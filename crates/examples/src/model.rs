@@ -16,10 +16,9 @@
 //! Trees are walked as their post-order node lists with a loop: no
 //! recursion, whatever the height.
 
-use rand::rngs::StdRng;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use sheaf_autodiff::{Expr, Graph, GraphError, Init, Param, ParamStore, Result};
+use sheaf_nn::{BinaryTreeLstm, Embedding, Inits, Linear, Scope};
 
 use crate::sst::{Node, Pretrained, Tree, CLASSES};
 
@@ -87,41 +86,52 @@ impl ModelConfig {
     }
 }
 
-/// The parameters of the Tree-LSTM sentiment model (names in the store:
-/// `emb`, `w_leaf`, `b_leaf`, `u`, `b_int`, `w_out`, `b_out`).
+/// The Tree-LSTM sentiment model, from `sheaf-nn` layers: an
+/// [`Embedding`] (`emb.table`), a [`BinaryTreeLstm`] (`cell.w_leaf`,
+/// `cell.b_leaf`, `cell.u`, `cell.b`) and a [`Linear`] output layer
+/// (`out.w`, `out.b`).
 #[derive(Debug, Clone)]
 pub struct TreeLstm {
     cfg: ModelConfig,
-    emb: Param,
-    w_leaf: Param,
-    b_leaf: Param,
-    u: Param,
-    b_int: Param,
-    w_out: Param,
-    b_out: Param,
+    emb: Embedding,
+    cell: BinaryTreeLstm,
+    out: Linear,
+    params: [Param; 7],
 }
 
 impl TreeLstm {
-    /// Adds the parameters to `store`, drawn from a generator seeded with
-    /// `seed`: embeddings uniform in `±embed_init`, matrices Glorot
-    /// uniform, biases zero.
+    /// Adds the parameters to `store`, each drawn from a generator seeded
+    /// with `seed` and its name ([`Scope`]): embeddings uniform in
+    /// `±embed_init`, matrices Glorot uniform, biases zero.
     pub fn new(store: &mut ParamStore, cfg: &ModelConfig, seed: u64) -> Result<TreeLstm> {
         cfg.validate().map_err(GraphError::Params)?;
-        let (e, h, c) = (cfg.embed_dim, cfg.hidden, CLASSES);
-        let mut rng = StdRng::seed_from_u64(seed);
-        let init = Init::Uniform {
-            low: -cfg.embed_init,
-            high: cfg.embed_init,
+        let inits = Inits {
+            table: Init::Uniform {
+                low: -cfg.embed_init,
+                high: cfg.embed_init,
+            },
+            ..Inits::default()
+        };
+        let mut root = Scope::new(store, seed).with_inits(inits);
+        let (e, h) = (cfg.embed_dim, cfg.hidden);
+        let emb = Embedding::new(&mut root.sub("emb")?, cfg.vocab, e)?;
+        let cell = BinaryTreeLstm::new(&mut root.sub("cell")?, e, h, cfg.recurrent_dropout)?;
+        let out = Linear::new(&mut root.sub("out")?, h, CLASSES, true)?;
+        let [w_leaf, b_leaf, u, b] = cell.params();
+        let (w_out, b_out) = match out.bias() {
+            Some(b_out) => (out.weight(), b_out),
+            None => {
+                return Err(GraphError::Params(
+                    "TreeLstm: an output without bias".into(),
+                ))
+            }
         };
         Ok(TreeLstm {
             cfg: cfg.clone(),
-            emb: store.add_lookup("emb", cfg.vocab, e, init, &mut rng)?,
-            w_leaf: store.add_param("w_leaf", [3 * h, e], Init::GlorotUniform, &mut rng)?,
-            b_leaf: store.add_param("b_leaf", [3 * h], Init::Zeros, &mut rng)?,
-            u: store.add_param("u", [5 * h, 2 * h], Init::GlorotUniform, &mut rng)?,
-            b_int: store.add_param("b_int", [5 * h], Init::Zeros, &mut rng)?,
-            w_out: store.add_param("w_out", [c, h], Init::GlorotUniform, &mut rng)?,
-            b_out: store.add_param("b_out", [c], Init::Zeros, &mut rng)?,
+            emb,
+            cell,
+            out,
+            params: [emb.table(), w_leaf, b_leaf, u, b, w_out, b_out],
         })
     }
 
@@ -132,20 +142,13 @@ impl TreeLstm {
 
     /// The embedding table `[vocab, embed_dim]`.
     pub fn embeddings(&self) -> Param {
-        self.emb
+        self.emb.table()
     }
 
-    /// Every parameter, in creation order.
+    /// Every parameter: the table, the cell's `w_leaf`, `b_leaf`, `u`,
+    /// `b`, the output's `w`, `b`.
     pub fn params(&self) -> [Param; 7] {
-        [
-            self.emb,
-            self.w_leaf,
-            self.b_leaf,
-            self.u,
-            self.b_int,
-            self.w_out,
-            self.b_out,
-        ]
+        self.params
     }
 
     /// Copies pretrained vectors into their rows of the embedding table
@@ -168,7 +171,7 @@ impl TreeLstm {
                 pre.ids.len()
             )));
         }
-        let table = store.value_mut(&self.emb)?;
+        let table = store.value_mut(&self.emb.table())?;
         let rows = table.num_rows();
         let data = table
             .as_mut_slice::<f32>()
@@ -252,18 +255,12 @@ impl TreeLstm {
         let train = g.is_train();
         let p_emb = if train { self.cfg.dropout_embed } else { 0.0 };
         let p_out = if train { self.cfg.dropout_output } else { 0.0 };
-        let p_rec = if train {
-            self.cfg.recurrent_dropout
-        } else {
-            0.0
-        };
         // Each node's state `[c | h]` and its `h`, built once: the output
         // layer and the parent read the same `h` node (asking for it twice
         // would double the `cell_h` copies and make their batches mix rows
-        // of several producers).
+        // of several producers). Recurrent dropout is the cell's.
         let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
         let mut hs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
-        let (wo, bo) = (g.param(&self.w_out), g.param(&self.b_out));
         for (pos, node) in tree.nodes.iter().enumerate() {
             let state = match *node {
                 Node::Leaf { word, .. } => {
@@ -273,17 +270,11 @@ impl TreeLstm {
                             ids.len()
                         ))
                     })?;
-                    let (emb, wl, bl) = (
-                        g.param(&self.emb),
-                        g.param(&self.w_leaf),
-                        g.param(&self.b_leaf),
-                    );
-                    let mut x = g.lookup(emb, id)?;
+                    let mut x = self.emb.forward(g, id)?;
                     if p_emb > 0.0 {
                         x = g.dropout(x, p_emb)?;
                     }
-                    let gates = g.affine(bl, &[(wl, x)])?;
-                    leaf_cell(g, gates, p_rec)?
+                    self.cell.leaf(g, x)?
                 }
                 Node::Inner { left, right, .. } => {
                     let child = |c: u32| {
@@ -296,13 +287,10 @@ impl TreeLstm {
                         }
                     };
                     let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
-                    let hh = g.concat(&[hl, hr])?;
-                    let (u, bi) = (g.param(&self.u), g.param(&self.b_int));
-                    let gates = g.affine(bi, &[(u, hh)])?;
-                    node_cell(g, gates, sl, sr, p_rec)?
+                    self.cell.node_with(g, sl, sr, hl, hr)?
                 }
             };
-            let h = g.cell_h(state)?;
+            let h = self.cell.h(g, state)?;
             states.push(state);
             hs.push(h);
             if wanted(pos) {
@@ -310,7 +298,7 @@ impl TreeLstm {
                 if p_out > 0.0 {
                     h = g.dropout(h, p_out)?;
                 }
-                let logits = g.affine(bo, &[(wo, h)])?;
+                let logits = self.out.forward(g, h)?;
                 out(g, node, logits)?;
             }
         }
