@@ -16,30 +16,16 @@
 //!   because the check rebuilds the same graph with the same seed).
 
 use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
-use sheaf_autodiff::{Expr, Graph, GraphError, NodeId, Param, ParamStore, Sequential};
+use sheaf_autodiff::{Expr, Graph, GraphError, Param, ParamStore};
 use sheaf_nn::prelude::*;
 use sheaf_nn::{Cell, GruCell, LstmCell, Recurrent, RnnCell, Unit};
-use sheaf_sched::{Executor, Strategy};
+use sheaf_sched::Strategy;
 use sheaf_tensor::{DType, Device, Tensor};
 
 mod common;
 use common::*;
 
 const P: f32 = 0.5;
-
-/// Every node's op name and attribute, in order.
-fn ops(g: &Graph) -> Vec<(&'static str, u64)> {
-    (0..g.len())
-        .map(|i| {
-            let n = NodeId::from_index(i);
-            (g.op_name(n), g.node(n).attr())
-        })
-        .collect()
-}
-
-fn count(g: &Graph, name: &str) -> usize {
-    ops(g).iter().filter(|(n, _)| *n == name).count()
-}
 
 fn zeros(g: &mut Graph, n: usize) -> Expr {
     g.input(Tensor::zeros([n], DType::F32, Device::Cpu).unwrap())
@@ -165,33 +151,6 @@ fn raw_transduce<C: Cell + RawStep>(g: &mut Graph, layer: &Recurrent<C>, xs: &[E
         outs.push(o);
     }
     outs
-}
-
-/// Runs `loss` under `exec` (None: Sequential); the values of `outs` and
-/// every parameter's gradient.
-fn run_all(
-    g: &mut Graph,
-    store: &mut ParamStore,
-    outs: &[Expr],
-    exec: Option<Strategy>,
-) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    store.zero_grads().unwrap();
-    let sums: Vec<Expr> = outs.iter().map(|&o| g.sum_elems(o).unwrap()).collect();
-    let loss = g.sum(&sums).unwrap();
-    match exec {
-        None => Sequential::new().backward(g, store, loss).unwrap(),
-        Some(s) => {
-            let mut x = Executor::new(s);
-            x.forward(g, store, loss).unwrap();
-            x.backward(g, store, loss).unwrap();
-        }
-    }
-    let values = outs.iter().map(|&o| g.value(o).unwrap().to_vec().unwrap());
-    let params = store.params();
-    let grads = params
-        .iter()
-        .map(|p| store.grad(p).unwrap().to_vec().unwrap());
-    (values.collect(), grads.collect())
 }
 
 fn make<C: Cell>(store: &mut ParamStore, inp: usize, h: usize, rd: f32) -> Recurrent<C> {

@@ -1,7 +1,8 @@
 //! Helpers of the layer tests: data, parameter values, f64 references.
 #![allow(dead_code)]
 
-use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Sequential};
+use sheaf_autodiff::{Expr, Graph, NodeId, Param, ParamStore, Sequential};
+use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::Tensor;
 
 pub fn vals(store: &ParamStore, p: &Param) -> Vec<f64> {
@@ -64,4 +65,45 @@ pub fn run(g: &mut Graph, store: &ParamStore, e: Expr) -> Vec<f32> {
         .unwrap()
         .to_vec()
         .unwrap()
+}
+
+/// Every node's op name and attribute, in order.
+pub fn ops(g: &Graph) -> Vec<(&'static str, u64)> {
+    (0..g.len())
+        .map(|i| {
+            let n = NodeId::from_index(i);
+            (g.op_name(n), g.node(n).attr())
+        })
+        .collect()
+}
+
+pub fn count(g: &Graph, name: &str) -> usize {
+    ops(g).iter().filter(|(n, _)| *n == name).count()
+}
+
+/// Runs the sum of `outs` under `exec` (None: Sequential); their values and
+/// every parameter's gradient.
+pub fn run_all(
+    g: &mut Graph,
+    store: &mut ParamStore,
+    outs: &[Expr],
+    exec: Option<Strategy>,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    store.zero_grads().unwrap();
+    let sums: Vec<Expr> = outs.iter().map(|&o| g.sum_elems(o).unwrap()).collect();
+    let loss = g.sum(&sums).unwrap();
+    match exec {
+        None => Sequential::new().backward(g, store, loss).unwrap(),
+        Some(s) => {
+            let mut x = Executor::new(s);
+            x.forward(g, store, loss).unwrap();
+            x.backward(g, store, loss).unwrap();
+        }
+    }
+    let values = outs.iter().map(|&o| g.value(o).unwrap().to_vec().unwrap());
+    let params = store.params();
+    let grads = params
+        .iter()
+        .map(|p| store.grad(p).unwrap().to_vec().unwrap());
+    (values.collect(), grads.collect())
 }
