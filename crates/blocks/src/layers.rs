@@ -1,11 +1,15 @@
 //! The layers of the Fold paper's examples: [`Embedding`] (a lookup
 //! table), [`FC`] (a fully connected layer), and [`Metric`] (records a
-//! value, e.g. a loss, per input).
+//! value, e.g. a loss, per input). `Embedding` and `FC` are blocks over
+//! sheaf-nn's [`sheaf_nn::Embedding`] and [`sheaf_nn::Linear`]: the same
+//! graph ops, with Fold's names (`name`, `name.w`, `name.b`) and
+//! parameters drawn from the caller's generator.
 
 use std::borrow::Cow;
 
 use rand::Rng;
 use sheaf_autodiff::{Expr, Graph, GraphError, Init, Param, ParamStore};
+use sheaf_nn::Linear;
 
 use crate::block::{impl_shr, Check, Ctx};
 use crate::error::{At, BlockError, Result};
@@ -18,11 +22,13 @@ use crate::{Block, Ty};
 pub struct Embedding {
     name: String,
     table: Param,
-    dim: usize,
+    /// The layer, or why `table` cannot be one (reported at build time).
+    layer: std::result::Result<sheaf_nn::Embedding, GraphError>,
 }
 
 impl Embedding {
     /// A new table `name` of `vocab` rows of `dim`, drawn from `init`.
+    /// Errors: a zero size (naming the block), a name taken.
     pub fn new<R: Rng + ?Sized>(
         store: &mut ParamStore,
         name: &str,
@@ -31,17 +37,19 @@ impl Embedding {
         init: Init,
         rng: &mut R,
     ) -> Result<Self> {
+        let sizes = [("vocabulary", vocab), ("dim", dim)];
+        positive(&sizes).map_err(|e| e.within(format!("Embedding({name})")))?;
         let table = store.add_lookup(name, vocab, dim, init, rng)?;
         Ok(Self::from_param(name, table))
     }
 
-    /// A block over an existing table `[vocab, dim]`.
+    /// A block over an existing table `[vocab, dim]` (a table of another
+    /// shape is an error when the block is built into a [`crate::Compiled`]).
     pub fn from_param(name: &str, table: Param) -> Self {
-        let dim = table.shape().dim(1).unwrap_or(0);
         Embedding {
             name: name.to_owned(),
             table,
-            dim,
+            layer: sheaf_nn::Embedding::from_param(table),
         }
     }
 
@@ -58,12 +66,32 @@ impl Block for Embedding {
         format!("Embedding({})", self.name).into()
     }
     fn check(&self, _cx: &mut Check, _input: &Ty) -> Result<Ty> {
-        Ok(Ty::tensor([self.dim]))
+        match &self.layer {
+            Ok(layer) => Ok(Ty::tensor([layer.dim()])),
+            Err(e) => Err(BlockError::from(e.clone()).within(self.name())),
+        }
     }
     fn eval(&self, cx: &mut Ctx<'_>, id: &u32) -> Result<Expr> {
-        let t = cx.graph.param(&self.table);
-        cx.graph.lookup(t, *id).at(|| self.name())
+        match &self.layer {
+            Ok(layer) => layer.forward(cx.graph, *id).at(|| self.name()),
+            Err(e) => Err(BlockError::from(e.clone()).within(self.name())),
+        }
     }
+}
+
+/// Refuses zero sizes, before any parameter is made.
+fn positive(sizes: &[(&str, usize)]) -> Result<()> {
+    if sizes.iter().all(|&(_, n)| n > 0) {
+        return Ok(());
+    }
+    let list: Vec<String> = sizes
+        .iter()
+        .map(|(what, n)| format!("{what} {n}"))
+        .collect();
+    Err(BlockError::usage(format!(
+        "sizes must be positive: {}",
+        list.join(", ")
+    )))
 }
 
 /// The nonlinearity of an [`FC`] layer.
@@ -80,19 +108,32 @@ pub enum Activation {
     Relu,
 }
 
+impl Activation {
+    /// The same nonlinearity in sheaf-nn.
+    fn nn(self) -> sheaf_nn::Activation {
+        match self {
+            Activation::Identity => sheaf_nn::Activation::Identity,
+            Activation::Tanh => sheaf_nn::Activation::Tanh,
+            Activation::Sigmoid => sheaf_nn::Activation::Sigmoid,
+            Activation::Relu => sheaf_nn::Activation::Relu,
+        }
+    }
+}
+
 /// A fully connected layer `act(W x + b)` on vectors `[in]`, `W` Glorot
-/// uniform, `b` zero. Clones share the parameters.
+/// uniform, `b` zero: a [`sheaf_nn::Linear`] and the activation. Clones
+/// share the parameters.
 #[derive(Debug, Clone)]
 pub struct FC {
     name: String,
-    w: Param,
+    layer: Linear,
     b: Param,
     act: Activation,
 }
 
 impl FC {
     /// A new layer `name` (parameters `name.w`, `name.b`) from `[input]` to
-    /// `[output]`.
+    /// `[output]`. Errors: a zero size (naming the layer), a name taken.
     pub fn new<R: Rng + ?Sized>(
         store: &mut ParamStore,
         name: &str,
@@ -101,6 +142,8 @@ impl FC {
         act: Activation,
         rng: &mut R,
     ) -> Result<Self> {
+        let sizes = [("input", input), ("output", output)];
+        positive(&sizes).map_err(|e| e.within(format!("FC({name})")))?;
         let w = store.add_param(
             &format!("{name}.w"),
             [output, input],
@@ -110,7 +153,7 @@ impl FC {
         let b = store.add_param(&format!("{name}.b"), [output], Init::Zeros, rng)?;
         Ok(FC {
             name: name.to_owned(),
-            w,
+            layer: Linear::from_params(w, Some(b))?,
             b,
             act,
         })
@@ -118,19 +161,13 @@ impl FC {
 
     /// The weight `[output, input]` and bias `[output]`.
     pub fn params(&self) -> (Param, Param) {
-        (self.w, self.b)
+        (self.layer.weight(), self.b)
     }
 
     /// The layer on `x` directly (inside a `Function`'s closure).
     pub fn apply(&self, g: &mut Graph, x: Expr) -> std::result::Result<Expr, GraphError> {
-        let (w, b) = (g.param(&self.w), g.param(&self.b));
-        let y = g.affine(b, &[(w, x)])?;
-        match self.act {
-            Activation::Identity => Ok(y),
-            Activation::Tanh => g.tanh(y),
-            Activation::Sigmoid => g.sigmoid(y),
-            Activation::Relu => g.relu(y),
-        }
+        let y = self.layer.forward(g, x)?;
+        self.act.nn().apply(g, y)
     }
 }
 
@@ -141,10 +178,7 @@ impl Block for FC {
         format!("FC({})", self.name).into()
     }
     fn check(&self, _cx: &mut Check, input: &Ty) -> Result<Ty> {
-        let (out, inp) = match self.w.shape().dims() {
-            [o, i] => (*o, *i),
-            _ => return Err(BlockError::usage("the weight is not a matrix").within(self.name())),
-        };
+        let (out, inp) = (self.layer.out(), self.layer.inp());
         if input.shape().map(|s| s.dims().to_vec()) != Some(vec![inp]) {
             return Err(BlockError::ty(format!("a vector [{inp}]"), input).within(self.name()));
         }
