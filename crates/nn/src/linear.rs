@@ -162,6 +162,19 @@ impl Embedding {
 
     /// A layer over an existing table `[vocab, dim]`. Errors: a table
     /// that is not a matrix with both sizes positive, naming its shape.
+    ///
+    /// ```
+    /// use rand::SeedableRng;
+    /// use sheaf_autodiff::{Init, ParamStore};
+    /// use sheaf_nn::Embedding;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    /// let table = store.add_lookup("words", 100, 8, Init::Zeros, &mut rng)?;
+    /// let emb = Embedding::from_param(table)?;
+    /// assert_eq!((emb.vocab(), emb.dim()), (100, 8));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn from_param(table: Param) -> Result<Embedding> {
         matrix_dims("Embedding", "table", &table)?;
         Ok(Embedding { table })
