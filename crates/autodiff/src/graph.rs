@@ -140,6 +140,8 @@ pub struct Graph {
     pub(crate) train: bool,
     pub(crate) seed: u64,
     pub(crate) check_finite: bool,
+    /// Set while a vertex function is traced on this graph.
+    pub(crate) tracing: Option<Box<crate::vertex::Tracing>>,
 }
 
 /// What building nodes of one op reuses from node to node, instead of
@@ -208,6 +210,7 @@ impl Graph {
             train: true,
             seed: 0,
             check_finite: false,
+            tracing: None,
         }
     }
 
@@ -278,6 +281,9 @@ impl Graph {
         }
         let e = self.push_leaf(LeafOp::Parameter, NodeKind::Param(p.id()), p.shape());
         self.param_nodes.insert(p.id(), e.node);
+        if let Some(t) = &mut self.tracing {
+            t.params.push(*p);
+        }
         e
     }
 
@@ -296,6 +302,13 @@ impl Graph {
     /// The value of an evaluated node (per-instance shape).
     pub fn value(&self, e: Expr) -> Result<&Tensor> {
         let node = self.check(e, "value")?;
+        if let Some(t) = &self.tracing {
+            return Err(GraphError::Params(format!(
+                "vertex function `{}` reads the value of node {node} while it is traced: a \
+                 vertex function must be static (its ops may not depend on values)",
+                t.name
+            )));
+        }
         self.values
             .get(node.index())
             .ok_or_else(|| GraphError::NotComputed {

@@ -161,6 +161,7 @@ mod optim;
 mod params;
 mod slots;
 pub mod testing;
+mod vertex;
 
 pub use error::{GraphError, Result};
 pub use exec::Sequential;
@@ -170,5 +171,6 @@ pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
+pub use vertex::VertexFn;
 // The optimizer configurations, re-exported so users need no tensor import.
 pub use sheaf_tensor::{Adagrad, Adam, Sgd};
