@@ -1,0 +1,295 @@
+//! Vertex functions under every strategy: a Tree-LSTM whose cells are
+//! calls (mixed with plain lookups, copies, output layers and losses)
+//! gives under Depth, Agenda and Auto the loss and gradients of the same
+//! model inlined under Sequential; calls of one function batch (one kernel
+//! call per depth for Depth); dropout inside a function draws the same
+//! masks under every executor.
+
+use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Result, Sequential, VertexFn};
+use sheaf_sched::{Executor, Strategy};
+use sheaf_tensor::{Shape, Tensor};
+
+const V: usize = 7;
+const E: usize = 5;
+const H: usize = 4;
+const C: usize = 3;
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() % 20001) as f32 / 10000.0 - 1.0
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Model {
+    emb: Param,
+    w: Param,
+    bl: Param,
+    u: Param,
+    b: Param,
+    wo: Param,
+    bo: Param,
+}
+
+fn model(store: &mut ParamStore) -> Model {
+    let mut rng = Lcg(3);
+    let mut t = |dims: &[usize], scale: f32| {
+        let n: usize = dims.iter().product();
+        let v: Vec<f32> = (0..n).map(|_| rng.unit() * scale).collect();
+        Tensor::from_vec(v, Shape::new(dims).unwrap()).unwrap()
+    };
+    Model {
+        emb: store.add_table("emb", t(&[V, E], 0.5)).unwrap(),
+        w: store.add("w", t(&[3 * H, E], 0.4)).unwrap(),
+        bl: store.add("bl", t(&[3 * H], 0.1)).unwrap(),
+        u: store.add("u", t(&[5 * H, 2 * H], 0.4)).unwrap(),
+        b: store.add("b", t(&[5 * H], 0.1)).unwrap(),
+        wo: store.add("wo", t(&[C, H], 0.4)).unwrap(),
+        bo: store.add("bo", t(&[C], 0.1)).unwrap(),
+    }
+}
+
+impl Model {
+    fn params(&self) -> Vec<Param> {
+        vec![self.emb, self.w, self.bl, self.u, self.b, self.wo, self.bo]
+    }
+
+    fn leaf(&self, g: &mut Graph, x: Expr) -> Result<Expr> {
+        let (w, bl) = (g.param(&self.w), g.param(&self.bl));
+        let gates = g.affine(bl, &[(w, x)])?;
+        g.tree_lstm_leaf(gates)
+    }
+
+    fn node(&self, g: &mut Graph, l: Expr, r: Expr) -> Result<Expr> {
+        let (hl, hr) = (g.cell_h(l)?, g.cell_h(r)?);
+        let hh = g.concat(&[hl, hr])?;
+        let (u, b) = (g.param(&self.u), g.param(&self.b));
+        let gates = g.affine(b, &[(u, hh)])?;
+        g.tree_lstm_node(gates, l, r)
+    }
+}
+
+/// Post-order nodes of a random tree: a word id at a leaf, children.
+enum Node {
+    Leaf(u32),
+    Inner(usize, usize),
+}
+
+fn forest(rng: &mut Lcg, trees: usize) -> Vec<Vec<Node>> {
+    (0..trees)
+        .map(|_| {
+            let leaves = 1 + (rng.next() % 9) as usize;
+            let (mut nodes, mut stack, mut pushed) = (Vec::new(), Vec::new(), 0);
+            while pushed < leaves || stack.len() > 1 {
+                if pushed < leaves && (stack.len() < 2 || rng.next().is_multiple_of(2)) {
+                    nodes.push(Node::Leaf((rng.next() % V as u64) as u32));
+                    pushed += 1;
+                } else {
+                    let r = stack.pop().unwrap();
+                    let l = stack.pop().unwrap();
+                    nodes.push(Node::Inner(l, r));
+                }
+                stack.push(nodes.len() - 1);
+            }
+            nodes
+        })
+        .collect()
+}
+
+/// The loss of every node of every tree (a label per node), cells called
+/// through `fns` or inlined.
+fn loss(
+    g: &mut Graph,
+    m: &Model,
+    fns: Option<&(VertexFn, VertexFn)>,
+    trees: &[Vec<Node>],
+) -> Result<Expr> {
+    let mut losses = Vec::new();
+    for t in trees {
+        let mut states = Vec::new();
+        for (i, n) in t.iter().enumerate() {
+            let s = match (n, fns) {
+                (Node::Leaf(w), _) => {
+                    let emb = g.param(&m.emb);
+                    let x = g.lookup(emb, *w)?;
+                    match fns {
+                        Some((leaf, _)) => g.call(leaf, &[x])?[0],
+                        None => m.leaf(g, x)?,
+                    }
+                }
+                (Node::Inner(l, r), Some((_, node))) => g.call(node, &[states[*l], states[*r]])?[0],
+                (Node::Inner(l, r), None) => m.node(g, states[*l], states[*r])?,
+            };
+            states.push(s);
+            let h = g.cell_h(s)?;
+            let (wo, bo) = (g.param(&m.wo), g.param(&m.bo));
+            let logits = g.affine(bo, &[(wo, h)])?;
+            losses.push(g.pick_neg_log_softmax(logits, (i % C) as u32)?);
+        }
+    }
+    g.sum(&losses)
+}
+
+fn functions(m: Model) -> (VertexFn, VertexFn) {
+    let leaf = VertexFn::trace("leaf", &[Shape::from([E])], move |g, a| {
+        Ok(vec![m.leaf(g, a[0])?])
+    });
+    let s = Shape::from([2 * H]);
+    let node = VertexFn::trace("node", &[s, s], move |g, a| {
+        Ok(vec![m.node(g, a[0], a[1])?])
+    });
+    (leaf.unwrap(), node.unwrap())
+}
+
+/// Loss and gradients with `exec` (None: Sequential).
+fn run(
+    store: &mut ParamStore,
+    params: &[Param],
+    exec: Option<&mut Executor>,
+    build: impl Fn(&mut Graph) -> Result<Expr>,
+) -> (f32, Vec<Vec<f32>>) {
+    store.zero_grads().unwrap();
+    let mut g = Graph::new();
+    let loss = build(&mut g).unwrap();
+    let value = match exec {
+        None => {
+            let ex = Sequential::new();
+            let v = ex
+                .forward(&mut g, store, loss)
+                .unwrap()
+                .item::<f32>()
+                .unwrap();
+            ex.backward(&mut g, store, loss).unwrap();
+            v
+        }
+        Some(ex) => {
+            let v = ex
+                .forward(&mut g, store, loss)
+                .unwrap()
+                .item::<f32>()
+                .unwrap();
+            ex.backward(&mut g, store, loss).unwrap();
+            v
+        }
+    };
+    let grads = params
+        .iter()
+        .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
+        .collect();
+    (value, grads)
+}
+
+fn close(what: &str, a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
+            "{what}[{i}]: {x} vs {y}"
+        );
+    }
+}
+
+#[test]
+fn called_cells_under_every_strategy_equal_inlined_sequential() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let fns = functions(m);
+    let trees = forest(&mut Lcg(11), 12);
+    let params = m.params();
+    let (want, want_grads) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    for strategy in [
+        None,
+        Some(Strategy::Depth),
+        Some(Strategy::Agenda),
+        Some(Strategy::Auto),
+    ] {
+        let mut exec = strategy.map(Executor::new);
+        // Twice: Auto times both candidates before it chooses.
+        for round in 0..3 {
+            let (got, grads) = run(&mut store, &params, exec.as_mut(), |g| {
+                loss(g, &m, Some(&fns), &trees)
+            });
+            close(&format!("{strategy:?} round {round} loss"), &[got], &[want]);
+            for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
+                close(&format!("{strategy:?} round {round} gradient {k}"), a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn calls_of_one_function_share_kernel_calls() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let fns = functions(m);
+    let trees = forest(&mut Lcg(5), 16);
+    let mut exec = Executor::new(Strategy::Depth);
+    let mut g = Graph::new();
+    let l = loss(&mut g, &m, Some(&fns), &trees).unwrap();
+    exec.forward(&mut g, &store, l).unwrap();
+    let stats = exec.stats();
+    let leaves = trees
+        .iter()
+        .flatten()
+        .filter(|n| matches!(n, Node::Leaf(_)))
+        .count();
+    let inner = trees.iter().flatten().count() - leaves;
+    let height = trees.iter().map(|t| height(t, t.len() - 1)).max().unwrap();
+    // Every leaf call in one batch (all sit at depth 1, after the
+    // lookups); the node calls in one batch per height.
+    assert_eq!(stats.per_op.get("leaf"), Some(&(1, leaves)), "{stats:?}");
+    assert_eq!(
+        stats.per_op.get("node"),
+        Some(&(height, inner)),
+        "{stats:?}"
+    );
+}
+
+fn height(t: &[Node], i: usize) -> usize {
+    match t[i] {
+        Node::Leaf(_) => 0,
+        Node::Inner(l, r) => 1 + height(t, l).max(height(t, r)),
+    }
+}
+
+#[test]
+fn dropout_inside_a_function_is_the_same_under_every_executor() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let f = VertexFn::trace("drop", &[Shape::from([E])], |g, a| {
+        let y = g.tanh(a[0])?;
+        Ok(vec![g.dropout(y, 0.4)?])
+    })
+    .unwrap();
+    let build = |g: &mut Graph| -> Result<Expr> {
+        let mut ys = Vec::new();
+        for w in 0..V as u32 {
+            let emb = g.param(&m.emb);
+            let x = g.lookup(emb, w)?;
+            ys.push(g.call(&f, &[x])?[0]);
+        }
+        let s = g.sum(&ys)?;
+        let s = g.cmult(s, s)?;
+        g.sum_elems(s)
+    };
+    let params = [m.emb];
+    let (want, want_grads) = run(&mut store, &params, None, build);
+    // Some elements were dropped and some kept.
+    let zeros = want_grads[0].iter().filter(|v| **v == 0.0).count();
+    assert!(zeros > 0 && zeros < V * E, "{zeros} zero gradients");
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        let mut exec = Executor::new(strategy);
+        let (got, grads) = run(&mut store, &params, Some(&mut exec), build);
+        close(&format!("{strategy:?} loss"), &[got], &[want]);
+        close(&format!("{strategy:?} gradient"), &grads[0], &want_grads[0]);
+    }
+}
