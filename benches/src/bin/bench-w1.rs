@@ -47,6 +47,10 @@ struct Args {
     /// against the hand-written one it replaced, as `--blocks` does.
     #[arg(long)]
     layers: bool,
+    /// Instead of the table: the SST example's model with its cells as
+    /// vertex functions against the same model inlined, as `--blocks` does.
+    #[arg(long)]
+    vertex: bool,
     /// Run only these strategies (e.g. `--only agenda` under a profiler).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -92,7 +96,7 @@ fn main() {
     } else {
         Budget::full()
     };
-    if args.blocks || args.layers {
+    if args.blocks || args.layers || args.vertex {
         let phrases: Vec<Phrase> = trees
             .iter()
             .zip(&ids)
@@ -109,9 +113,10 @@ fn main() {
             ids: &ids[..128 + timed],
             phrases: &phrases,
         };
-        let (base, other) = match args.blocks {
-            true => (Form::Layers, Form::Blocks),
-            false => (Form::Hand, Form::Layers),
+        let (base, other) = match (args.blocks, args.vertex) {
+            (true, _) => (Form::Layers, Form::Blocks),
+            (false, true) => (Form::Layers, Form::Vertex),
+            (false, false) => (Form::Hand, Form::Layers),
         };
         compare(&data, &args.threads, timed, base, other);
         return;
@@ -270,6 +275,8 @@ enum Form {
     Layers,
     /// With blocks, compiled.
     Blocks,
+    /// The SST example's model, its cells called as vertex functions.
+    Vertex,
 }
 
 impl Form {
@@ -278,6 +285,7 @@ impl Form {
             Form::Hand => "hand-written",
             Form::Layers => "layers",
             Form::Blocks => "blocks",
+            Form::Vertex => "vertex",
         }
     }
 }
@@ -285,7 +293,10 @@ impl Form {
 /// Seconds to train on the timed trees (after the first 128) in `form`.
 fn time_form(d: &Data, strategy: Strategy, form: Form) -> Result<f64, String> {
     let mut store = ParamStore::new();
-    let model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
+    let mut model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
+    if let Form::Vertex = form {
+        model = model.with_vertex_functions().map_err(|e| e.to_string())?;
+    }
     let mut hand_store = ParamStore::new();
     let hand = HandTreeLstm::new(&mut hand_store, d.vocab, 1).map_err(|e| e.to_string())?;
     if let Form::Hand = form {

@@ -402,8 +402,65 @@ fn step_seed(seed: u64, step: usize) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Buffers of earlier batches, per thread, for the next ones: a batch's
+/// intermediates and gradients are dropped when its call returns, and
+/// fresh allocations of that size cost page faults on every batch.
+mod pool {
+    use std::cell::RefCell;
+
+    use sheaf_tensor::{DType, Device, Shape, Tensor};
+
+    /// Buffers kept per thread.
+    const KEEP: usize = 64;
+
+    thread_local! {
+        static FREE: RefCell<Vec<Tensor>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A host buffer of `shape` from the pool (zero-filled when `zero`),
+    /// or a fresh one; device buffers are always fresh.
+    pub(super) fn take(shape: Shape, zero: bool, device: Device) -> sheaf_tensor::Result<Tensor> {
+        if device == Device::Cpu {
+            let n = shape.numel()?;
+            let found = FREE.with(|f| {
+                let mut f = f.borrow_mut();
+                let i = f.iter().position(|t| t.capacity() >= n)?;
+                Some(f.swap_remove(i))
+            });
+            if let Some(t) = found {
+                let t = match zero {
+                    true => t.recycle(shape, DType::F32),
+                    false => t.reuse(shape, DType::F32),
+                };
+                if let Ok(t) = t {
+                    return Ok(t);
+                }
+            }
+        }
+        Tensor::zeros(shape, DType::F32, device)
+    }
+
+    /// Keeps `t` for a later [`take`] if no one else holds its buffer.
+    pub(super) fn give(t: Tensor) {
+        if t.device() == Device::Cpu && t.is_unique() {
+            FREE.with(|f| {
+                let mut f = f.borrow_mut();
+                if f.len() < KEEP {
+                    f.push(t);
+                }
+            });
+        }
+    }
+}
+
+/// A `[b, ...shape]` buffer whose contents the caller overwrites.
 fn alloc(backend: &dyn Backend, b: usize, shape: Shape) -> sheaf_tensor::Result<Tensor> {
-    Tensor::zeros(Shape::stack(b, shape)?, DType::F32, backend.device())
+    pool::take(Shape::stack(b, shape)?, false, backend.device())
+}
+
+/// A zero-filled `[b, ...shape]` buffer (a gradient to add to).
+fn alloc_zeroed(backend: &dyn Backend, b: usize, shape: Shape) -> sheaf_tensor::Result<Tensor> {
+    pool::take(Shape::stack(b, shape)?, true, backend.device())
 }
 
 impl CallOp {
@@ -591,7 +648,9 @@ impl Op for CallOp {
                 }
                 values[j] = Some(v);
             }
+            args.into_iter().for_each(pool::give);
         }
+        values.into_iter().flatten().for_each(pool::give);
         Ok(())
     }
 
@@ -669,7 +728,7 @@ impl Op for CallOp {
                     Src::Step(m) if !repeated => {
                         held[k] = Some(match grads[m].take() {
                             Some(g) => g,
-                            None => alloc(be, b, t.steps[m].shape)?,
+                            None => alloc_zeroed(be, b, t.steps[m].shape)?,
                         });
                         direct[k] = true;
                     }
@@ -719,9 +778,15 @@ impl Op for CallOp {
                 let Some(h) = h else { continue };
                 let src = s.args[k];
                 match src {
-                    Src::Step(m) if direct[k] => grads[m] = Some(h),
+                    Src::Step(m) if direct[k] => {
+                        grads[m] = Some(h);
+                        continue;
+                    }
                     Src::Step(m) => {
-                        let g = grads[m].get_or_insert(alloc(be, b, t.steps[m].shape)?);
+                        let g = match &mut grads[m] {
+                            Some(g) => g,
+                            slot => slot.insert(alloc_zeroed(be, b, t.steps[m].shape)?),
+                        };
                         be.axpy(1.0, &h, g.view_mut()?)?;
                     }
                     Src::Arg(i) => {
@@ -736,15 +801,19 @@ impl Op for CallOp {
                     }
                     Src::Const(_) => {}
                 }
+                pool::give(h);
             }
+            args.into_iter().for_each(pool::give);
+            pool::give(dstep);
         }
+        grads.into_iter().flatten().for_each(pool::give);
         Ok(())
     }
 }
 
 /// A zeroed buffer shaped like `t`.
 fn alloc_like(be: &dyn Backend, t: &Tensor) -> sheaf_tensor::Result<Tensor> {
-    Tensor::zeros(t.shape(), DType::F32, be.device())
+    pool::take(t.shape(), true, be.device())
 }
 
 /// Adds a parameter's gradient `g` to `dst`: as it is where the op read the

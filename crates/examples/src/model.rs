@@ -16,9 +16,12 @@
 //! Trees are walked as their post-order node lists with a loop: no
 //! recursion, whatever the height.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
-use sheaf_autodiff::{Expr, Graph, GraphError, Init, Param, ParamStore, Result};
+use sheaf_autodiff::{Expr, Graph, GraphError, Init, Param, ParamStore, Result, VertexFn};
 use sheaf_nn::{BinaryTreeLstm, Embedding, Inits, Linear, Scope};
+use sheaf_tensor::Shape;
 
 use crate::sst::{Node, Pretrained, Tree, CLASSES};
 
@@ -97,6 +100,8 @@ pub struct TreeLstm {
     cell: BinaryTreeLstm,
     out: Linear,
     params: [Param; 7],
+    /// The cells as vertex functions (leaf, node), when on.
+    vertex: Option<Arc<(VertexFn, VertexFn)>>,
 }
 
 impl TreeLstm {
@@ -132,7 +137,27 @@ impl TreeLstm {
             cell,
             out,
             params: [emb.table(), w_leaf, b_leaf, u, b, w_out, b_out],
+            vertex: None,
         })
+    }
+
+    /// Builds each leaf and internal cell as ONE call of a vertex function
+    /// ([`VertexFn`]: the cell's ops traced once) instead of its ops one by
+    /// one: the same values and gradients (dropout masks aside), fewer
+    /// graph nodes per tree.
+    pub fn with_vertex_functions(mut self) -> Result<TreeLstm> {
+        let (cell, e, h) = (self.cell, self.cfg.embed_dim, self.cfg.hidden);
+        let leaf = VertexFn::trace("tree_lstm_leaf_fn", &[Shape::from([e])], move |g, a| {
+            Ok(vec![cell.leaf(g, a[0])?])
+        })?;
+        // The children's `h` come in as arguments: the walk takes them for
+        // the output layer anyway.
+        let (s, hs) = (Shape::from([2 * h]), Shape::from([h]));
+        let node = VertexFn::trace("tree_lstm_node_fn", &[s, s, hs, hs], move |g, a| {
+            Ok(vec![cell.node_with(g, a[0], a[1], a[2], a[3])?])
+        })?;
+        self.vertex = Some(Arc::new((leaf, node)));
+        Ok(self)
     }
 
     /// The configuration.
@@ -274,7 +299,10 @@ impl TreeLstm {
                     if p_emb > 0.0 {
                         x = g.dropout(x, p_emb)?;
                     }
-                    self.cell.leaf(g, x)?
+                    match &self.vertex {
+                        Some(f) => g.call(&f.0, &[x])?[0],
+                        None => self.cell.leaf(g, x)?,
+                    }
                 }
                 Node::Inner { left, right, .. } => {
                     let child = |c: u32| {
@@ -287,7 +315,10 @@ impl TreeLstm {
                         }
                     };
                     let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
-                    self.cell.node_with(g, sl, sr, hl, hr)?
+                    match &self.vertex {
+                        Some(f) => g.call(&f.1, &[sl, sr, hl, hr])?[0],
+                        None => self.cell.node_with(g, sl, sr, hl, hr)?,
+                    }
                 }
             };
             let h = self.cell.h(g, state)?;

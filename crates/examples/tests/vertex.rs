@@ -1,0 +1,88 @@
+//! The SST Tree-LSTM with its cells as vertex functions
+//! (`TreeLstm::with_vertex_functions`) gives the loss and every gradient of
+//! the same model built op by op, under Sequential, Depth and Agenda, on
+//! trees of every shape in a few SST sentences; fewer graph nodes per tree.
+
+use sheaf_autodiff::{Graph, ParamStore, Sequential};
+use sheaf_examples::model::{ModelConfig, TreeLstm};
+use sheaf_examples::sst::parse_trees;
+use sheaf_sched::{Executor, Strategy};
+
+const TREES: &str = "(3 (2 (2 The) (2 movie)) (3 (2 was) (4 (3 very) (4 good))))
+(1 (2 The) (1 (1 (2 movie) (1 stinks)) (2 .)))
+(4 great)
+(2 (2 A) (2 (2 (2 very) (2 long)) (2 .)))";
+
+#[test]
+fn vertex_cells_equal_the_cells_built_op_by_op() {
+    let trees = parse_trees(TREES, "inline").unwrap();
+    let ids: Vec<Vec<u32>> = trees
+        .iter()
+        .map(|t| (0..t.words.len() as u32).map(|i| i % 9).collect())
+        .collect();
+    let cfg = ModelConfig {
+        embed_dim: 6,
+        hidden: 4,
+        ..ModelConfig::new(9)
+    };
+    let mut store = ParamStore::new();
+    let inline = TreeLstm::new(&mut store, &cfg, 3).unwrap();
+    let called = inline.clone().with_vertex_functions().unwrap();
+    let mut run = |m: &TreeLstm, strategy: Option<Strategy>| {
+        store.zero_grads().unwrap();
+        let mut g = Graph::new();
+        let losses: Vec<_> = trees
+            .iter()
+            .zip(&ids)
+            .map(|(t, i)| m.tree_loss(&mut g, t, i).unwrap())
+            .collect();
+        let loss = g.sum(&losses).unwrap();
+        let value = match strategy {
+            None => {
+                let ex = Sequential::new();
+                let v = ex
+                    .forward(&mut g, &store, loss)
+                    .unwrap()
+                    .item::<f32>()
+                    .unwrap();
+                ex.backward(&mut g, &store, loss).unwrap();
+                v
+            }
+            Some(s) => {
+                let mut ex = Executor::new(s);
+                let v = ex
+                    .forward(&mut g, &store, loss)
+                    .unwrap()
+                    .item::<f32>()
+                    .unwrap();
+                ex.backward(&mut g, &store, loss).unwrap();
+                v
+            }
+        };
+        let grads: Vec<Vec<f32>> = m
+            .params()
+            .iter()
+            .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
+            .collect();
+        (value, grads, g.len())
+    };
+    let (want, want_grads, inline_nodes) = run(&inline, None);
+    for strategy in [None, Some(Strategy::Depth), Some(Strategy::Agenda)] {
+        let (got, grads, nodes) = run(&called, strategy);
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs(),
+            "{strategy:?}: {got} vs {want}"
+        );
+        for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
+            for (x, y) in a.iter().zip(b) {
+                assert!(
+                    (x - y).abs() <= 1e-5 * (1.0 + x.abs()),
+                    "{strategy:?} parameter {k}: {x} vs {y}"
+                );
+            }
+        }
+        // A leaf's two ops and an internal node's three are one node each.
+        let (leaves, inner) = (14, 10);
+        assert_eq!(inline_nodes - nodes, leaves + 2 * inner, "{strategy:?}");
+    }
+}
