@@ -150,7 +150,7 @@
 
 mod checkpoint;
 mod error;
-mod exec;
+pub mod exec;
 pub mod gradcheck;
 mod graph;
 mod id;
@@ -159,16 +159,17 @@ mod op;
 mod ops;
 mod optim;
 mod params;
+mod sequential;
 mod slots;
 pub mod testing;
 
 pub use error::{GraphError, Result};
-pub use exec::Sequential;
 pub use graph::{Graph, Node, NodeKind, PlanNode, SigInfo};
 pub use id::{Expr, NodeId, OpId, SigId};
 pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
+pub use sequential::Sequential;
 // The optimizer configurations, re-exported so users need no tensor import.
 pub use sheaf_tensor::{Adagrad, Adam, Sgd};

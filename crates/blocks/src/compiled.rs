@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{Expr, Graph, ParamStore};
 use sheaf_sched::{Executor, PlanStats, Strategy};
 

@@ -11,6 +11,7 @@
 use std::sync::MutexGuard;
 use std::time::Instant;
 
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{
     ArgRole, Backward, Expr, GradAcc, Graph, GraphError, NodeId, NodeKind, ParamId, ParamStore,
 };

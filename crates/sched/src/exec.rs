@@ -10,6 +10,7 @@
 
 use std::time::Instant;
 
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{ArgRole, Expr, Forward, Graph, NodeId, NodeKind, Op, ParamStore};
 use sheaf_tensor::{Backend, Shape, Tensor, TensorError};
 

@@ -18,6 +18,7 @@
 //! opposite sign) have no meaningful relative error.
 #![allow(dead_code)]
 
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{Expr, Graph, NodeId, ParamStore, Sequential};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Device, Shape, Tensor};
