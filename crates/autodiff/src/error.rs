@@ -57,6 +57,14 @@ pub enum GraphError {
         what: &'static str,
         hint: &'static str,
     },
+    /// A parameter's node was read after backward, when graphs no longer
+    /// hold parameter values.
+    #[error(
+        "node {node} is a parameter: read its value with ParamStore::value (a graph lets \
+         go of parameter values when backward is done, so that an optimizer step \
+         updates them in place)"
+    )]
+    ParamReleased { node: NodeId },
     /// The loss given to backward does not hold exactly one element.
     #[error("backward: the loss (node {node}, {op}) must hold one element, its shape is {shape}")]
     LossNotScalar {

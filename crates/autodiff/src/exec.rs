@@ -11,9 +11,11 @@ use std::sync::Arc;
 
 use sheaf_tensor::{Shape, Tensor};
 
+use crate::error::Result;
 use crate::graph::{Graph, PlanNode};
 use crate::id::NodeId;
 use crate::op::Op;
+use crate::params::ParamStore;
 
 /// What an executor reads and writes of a [`Graph`] (see the module docs).
 /// Implemented for [`Graph`] only.
@@ -40,10 +42,23 @@ pub trait GraphExec {
     fn set_value_rows(&mut self, nodes: &[NodeId], batch: Tensor);
     /// A node's value, if computed (by id, unchecked generation).
     fn value_of(&self, node: NodeId) -> Option<&Tensor>;
-    /// Drops the graph's references to parameter values, keeping every
-    /// other value and gradient readable. Parameters share storage with the
-    /// store, so while a graph holds them an optimizer step copies each
-    /// one it writes (copy on write).
+    /// Call first in every forward and backward. A graph whose values were
+    /// computed with another store, or before the store's values changed
+    /// (an optimizer step, a load), starts over: nothing is evaluated any
+    /// more, so the run recomputes every node it needs with the current
+    /// values instead of mixing old and new ones. Otherwise parameter
+    /// values let go by [`GraphExec::release_params`] are read again.
+    ///
+    /// # Errors
+    /// A parameter of the graph that `store` does not hold.
+    fn restore_params(&mut self, store: &ParamStore) -> Result<()>;
+    /// Call last in every backward (also after an error): drops the
+    /// graph's references to parameter values, keeping every other value
+    /// and gradient readable. Parameters share storage with the store, and
+    /// an optimizer step copies each one another handle still holds; after
+    /// this it writes them in place even while the graph is kept. Values
+    /// of other nodes that view a parameter's buffer (a reshape run alone)
+    /// get a copy of their own.
     fn release_params(&mut self);
     /// Stores a node's auxiliary buffer (per-instance shape).
     fn set_aux(&mut self, node: NodeId, aux: Tensor);
@@ -107,10 +122,45 @@ impl GraphExec for Graph {
     fn value_of(&self, node: NodeId) -> Option<&Tensor> {
         self.values.get(node.index())
     }
-    fn release_params(&mut self) {
-        for &node in self.param_nodes.values() {
-            self.values.forget_own(node.index());
+    fn restore_params(&mut self, store: &ParamStore) -> Result<()> {
+        let stamp = store.stamp();
+        if self.evaluated > 0 && self.ran_with.is_some_and(|s| s != stamp) {
+            self.values.clear();
+            self.aux.clear();
+            self.grads.clear();
+            self.evaluated = 0;
+            self.params_released = false;
         }
+        self.ran_with = Some(stamp);
+        if self.params_released {
+            for (&p, &node) in &self.param_nodes {
+                if node.index() < self.evaluated {
+                    let v = store.value_by_id(p, "forward")?.clone();
+                    self.values.set(node.index(), v);
+                }
+            }
+            self.params_released = false;
+        }
+        Ok(())
+    }
+    fn release_params(&mut self) {
+        let mut held = rustc_hash::FxHashSet::default();
+        for &node in self.param_nodes.values() {
+            if let Some(t) = self.values.take_own(node.index()) {
+                held.insert(t.storage_id());
+            }
+        }
+        if !held.is_empty() {
+            // A failed copy keeps the view: the optimizer then copies the
+            // parameter instead, still correct.
+            self.values
+                .replace_own(|t| match held.contains(&t.storage_id()) {
+                    true => t.deep_clone().ok(),
+                    false => None,
+                });
+        }
+        let evaluated = self.evaluated;
+        self.params_released = self.param_nodes.values().any(|n| n.index() < evaluated);
     }
     fn set_aux(&mut self, node: NodeId, aux: Tensor) {
         self.aux.set(node.index(), aux);

@@ -140,6 +140,13 @@ pub struct Graph {
     pub(crate) train: bool,
     pub(crate) seed: u64,
     pub(crate) check_finite: bool,
+    /// The store stamp ([`crate::ParamStore`]'s key and version) the
+    /// values were computed with (see
+    /// [`GraphExec::restore_params`](crate::exec::GraphExec::restore_params)).
+    pub(crate) ran_with: Option<(u32, u64)>,
+    /// Whether parameter values were let go after a backward (see
+    /// [`GraphExec::release_params`](crate::exec::GraphExec::release_params)).
+    pub(crate) params_released: bool,
 }
 
 /// What building nodes of one op reuses from node to node, instead of
@@ -208,6 +215,8 @@ impl Graph {
             train: true,
             seed: 0,
             check_finite: false,
+            ran_with: None,
+            params_released: false,
         }
     }
 
@@ -230,6 +239,8 @@ impl Graph {
         self.aux.clear();
         self.grads.clear();
         self.evaluated = 0;
+        self.ran_with = None;
+        self.params_released = false;
         self.ops.truncate(LeafOp::ALL.len());
         self.user_ops.clear();
     }
@@ -304,9 +315,18 @@ impl Graph {
         Ok(self.shapes[self.nodes[node.index()].shape as usize])
     }
 
-    /// The value of an evaluated node (per-instance shape).
+    /// The value of an evaluated node (per-instance shape). A parameter's
+    /// node holds its value only until backward is done (read it with
+    /// [`crate::ParamStore::value`]): the graph lets go of parameters then,
+    /// so that an optimizer step writes them in place.
     pub fn value(&self, e: Expr) -> Result<&Tensor> {
         let node = self.check(e, "value")?;
+        let released = self.params_released
+            && matches!(self.nodes[node.index()].kind, NodeKind::Param(_))
+            && node.index() < self.evaluated;
+        if released {
+            return Err(GraphError::ParamReleased { node });
+        }
         self.values
             .get(node.index())
             .ok_or_else(|| GraphError::NotComputed {

@@ -84,10 +84,15 @@ impl Sequential {
     }
 
     /// Computes every not-yet-evaluated node up to and including `target`
-    /// and returns `target`'s value. Later calls compute only new nodes.
+    /// and returns `target`'s value (a one-element loss reads as a number
+    /// with
+    /// `item::<f32>()`, see [`Tensor::item`]). Later calls compute only new nodes, unless
+    /// the store's values changed since the graph ran (an optimizer step):
+    /// then every node is computed again with the new values.
     pub fn forward(&self, g: &mut Graph, store: &ParamStore, target: Expr) -> Result<Tensor> {
         sheaf_tensor::denormals::prepare();
         let end = g.check(target, "forward")?.index() + 1;
+        g.restore_params(store)?;
         let _span = tracing::debug_span!(
             "forward",
             executor = "sequential",
@@ -199,10 +204,19 @@ impl Sequential {
 
     /// Back-propagates from `loss` (one element): gradients of every node
     /// it depends on are kept in the graph ([`Graph::grad`]), gradients of
-    /// parameters are ADDED to the store's accumulators.
+    /// parameters are ADDED to the store's accumulators. The graph then
+    /// lets go of the parameters' values, so that an optimizer step writes
+    /// them in place whether or not the graph is cleared first.
     pub fn backward(&self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
         sheaf_tensor::denormals::prepare();
+        let result = self.backward_inner(g, store, loss);
+        g.release_params();
+        result
+    }
+
+    fn backward_inner(&self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
         let loss_id = g.check(loss, "backward")?;
+        g.restore_params(store)?;
         if loss_id.index() >= g.evaluated {
             self.forward(g, store, loss)?;
         }
