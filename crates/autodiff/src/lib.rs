@@ -170,6 +170,11 @@ pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
+/// The `rand` crate (0.10) whose generators [`Init::tensor`],
+/// [`ParamStore::add_param`] and the layers of the other sheaf crates take:
+/// `sheaf_autodiff::rand::rngs::StdRng` needs no `rand` dependency of the
+/// user's own, whose version would have to match.
+pub use rand;
 pub use sequential::Sequential;
 // The optimizer configurations, re-exported so users need no tensor import.
 pub use sheaf_tensor::{Adagrad, Adam, Sgd};

@@ -92,6 +92,26 @@ fn initializers_are_seeded_bounded_and_checked() {
     assert_eq!(e.shape(), Shape::from([10, 4]));
 }
 
+#[test]
+fn seeded_constructors_draw_what_a_seeded_generator_of_the_reexported_rand_draws() {
+    use sheaf_autodiff::rand::{rngs::StdRng as Std, SeedableRng as _};
+    let mut store = ParamStore::new();
+    let init = Init::Normal {
+        mean: 0.0,
+        std: 1.0,
+    };
+    let a = store
+        .add_param("a", [5, 3], init, &mut Std::seed_from_u64(9))
+        .unwrap();
+    let b = store.add_param_seeded("b", [5, 3], init, 9).unwrap();
+    let c = store.add_param_seeded("c", [5, 3], init, 10).unwrap();
+    assert_eq!(vals(&store, &a), vals(&store, &b));
+    assert_ne!(vals(&store, &a), vals(&store, &c));
+    let t = store.add_lookup_seeded("t", 4, 2, init, 9).unwrap();
+    assert!(t.is_table());
+    assert_eq!(vals(&store, &t), vals(&store, &a)[..8].to_vec());
+}
+
 // ----- XOR with an elementwise MLP -----
 
 const HIDDEN: usize = 6;
