@@ -17,13 +17,15 @@
 //! [`DataParallel`] runs the parts of one minibatch side by side (one graph and
 //! executor per thread, one parameter store): data parallelism for CPUs
 //! with a few cores. [`Pipeline`] builds the next minibatch's graph while
-//! the current one runs.
+//! the current one runs. [`shuffled_batches`] and [`batches`] cut a data
+//! set's indices into minibatches.
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
 mod arena;
 mod auto;
 mod backward;
+mod batches;
 mod bucket;
 mod data_parallel;
 mod dot;
@@ -33,6 +35,7 @@ mod pipeline;
 mod plan;
 mod stats;
 
+pub use batches::{batches, shuffled_batches};
 pub use bucket::{Bucket, Bucketing};
 pub use data_parallel::DataParallel;
 pub use error::{Result, SchedError};
