@@ -170,6 +170,35 @@ pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
+/// `use sheaf_autodiff::prelude::*`: what a training program needs from
+/// this crate and the tensor crate, with no second dependency: [`Graph`],
+/// [`Expr`], [`ParamStore`], [`Param`], [`Init`], [`Sequential`], the
+/// optimizers, [`GraphError`] and its [`Result`] (which shadows the
+/// standard `Result` and takes an error type as its second argument, like
+/// it), and [`Tensor`](sheaf_tensor::Tensor), [`Shape`](sheaf_tensor::Shape),
+/// [`DType`](sheaf_tensor::DType), [`Device`](sheaf_tensor::Device).
+///
+/// ```
+/// use sheaf_autodiff::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let w = store.add_param_seeded("w", [2], Init::Const(0.5), 0)?;
+/// let mut g = Graph::new();
+/// let x = g.input(Tensor::from_vec(vec![1.0f32, 2.0], [2])?);
+/// let wx = g.param(&w);
+/// let y = g.dot(wx, x)?;
+/// let loss: f32 = Sequential::new().forward(&mut g, &store, y)?.item()?;
+/// assert_eq!(loss, 1.5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub mod prelude {
+    pub use crate::{
+        Adagrad, Adam, Expr, Graph, GraphError, Init, Method, Optimizer, Param, ParamStore, Result,
+        Sequential, Sgd,
+    };
+    pub use sheaf_tensor::{DType, Device, Shape, Tensor};
+}
+
 /// The `rand` crate (0.10) whose generators [`Init::tensor`],
 /// [`ParamStore::add_param`] and the layers of the other sheaf crates take:
 /// `sheaf_autodiff::rand::rngs::StdRng` needs no `rand` dependency of the

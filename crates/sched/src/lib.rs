@@ -35,6 +35,18 @@ mod pipeline;
 mod plan;
 mod stats;
 
+/// `use sheaf_sched::prelude::*`: [`sheaf_autodiff::prelude`] (graphs,
+/// parameters, optimizers, tensors, `Result`) and this crate's runners:
+/// [`Executor`], [`Strategy`], [`PlanStats`], [`SchedError`],
+/// [`DataParallel`], [`Pipeline`], [`Bucketing`] and the minibatch helpers.
+pub mod prelude {
+    pub use crate::{
+        batches, shuffled_batches, Bucketing, DataParallel, Executor, Pipeline, PlanStats,
+        SchedError, Strategy,
+    };
+    pub use sheaf_autodiff::prelude::*;
+}
+
 pub use batches::{batches, shuffled_batches};
 pub use bucket::{Bucket, Bucketing};
 pub use data_parallel::DataParallel;
