@@ -187,6 +187,9 @@ impl std::fmt::Debug for Graph {
     }
 }
 
+/// Creating, clearing and configuring a graph, adding its leaves (inputs,
+/// parameters, users' ops) and reading results. The ops follow, one block
+/// per family; executors use [`crate::exec::GraphExec`].
 impl Graph {
     /// An empty graph in training mode, seed 0.
     pub fn new() -> Self {
