@@ -356,6 +356,7 @@ fn check_params(
 }
 
 fn set_values(store: &mut ParamStore, values: Vec<Option<Tensor>>) -> Result<()> {
+    store.changed();
     for (e, v) in store.entries.iter_mut().zip(values) {
         if let Some(v) = v {
             // Loaded values go where the parameter lives.

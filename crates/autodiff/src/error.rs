@@ -19,7 +19,7 @@ fn shapes(given: &[Shape]) -> String {
 
 /// What building or running a graph rejects. Variants about a node name the
 /// op and the node, so a message points at the line that built it.
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Clone, PartialEq, Error)]
 #[non_exhaustive]
 pub enum GraphError {
     /// Shape inference failed when the node was added.
@@ -57,6 +57,14 @@ pub enum GraphError {
         what: &'static str,
         hint: &'static str,
     },
+    /// A parameter's node was read after backward, when graphs no longer
+    /// hold parameter values.
+    #[error(
+        "node {node} is a parameter: read its value with ParamStore::value (a graph lets \
+         go of parameter values when backward is done, so that an optimizer step \
+         updates them in place)"
+    )]
+    ParamReleased { node: NodeId },
     /// The loss given to backward does not hold exactly one element.
     #[error("backward: the loss (node {node}, {op}) must hold one element, its shape is {shape}")]
     LossNotScalar {
@@ -90,4 +98,45 @@ pub enum GraphError {
     /// Parameter store problems: duplicate names, checkpoints.
     #[error("{0}")]
     Params(String),
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for GraphError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_message() {
+        let err = GraphError::Exec {
+            op: "tanh",
+            node: NodeId::from_index(3),
+            source: Box::new(TensorError::InvalidArgument {
+                op: "unary",
+                arg: "out",
+                reason: "too short",
+            }),
+        };
+        let shown = err.to_string();
+        assert!(!shown.is_empty());
+        assert_eq!(format!("{err:?}"), shown);
+        let alt = format!("{err:#?}");
+        assert!(alt.starts_with(&shown), "{alt}");
+        assert!(alt.contains("\n  caused by: "), "{alt}");
+    }
 }

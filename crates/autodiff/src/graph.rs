@@ -50,17 +50,17 @@ pub struct Node {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NodeRec {
     op: OpId,
-    data: u32,
+    pub(crate) data: u32,
     attr: Attr,
-    kind: NodeKind,
-    shape: u32,
+    pub(crate) kind: NodeKind,
+    pub(crate) shape: u32,
 }
 
 /// What planning reads of a node, packed in 24 bytes with up to three
 /// arguments inline: planning a million nodes is bound by the cache misses
 /// of the nodes it visits in batch order, and an argument list elsewhere
 /// would be a second miss per node. Read the arguments with
-/// [`Graph::plan_args`].
+/// [`GraphExec::plan_args`](crate::exec::GraphExec::plan_args).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlanNode {
     /// The node's batching signature.
@@ -69,10 +69,10 @@ pub struct PlanNode {
     /// no kernel computes).
     pub depth: u32,
     /// The number of arguments.
-    arity: u32,
+    pub(crate) arity: u32,
     /// Up to [`PlanNode::INLINE`] arguments; more are in the graph's
     /// argument list from index `args[0]` on.
-    args: [NodeId; PlanNode::INLINE],
+    pub(crate) args: [NodeId; PlanNode::INLINE],
 }
 
 impl PlanNode {
@@ -108,14 +108,14 @@ pub struct SigInfo {
 pub struct Graph {
     key: u32,
     generation: u32,
-    nodes: Vec<NodeRec>,
+    pub(crate) nodes: Vec<NodeRec>,
     /// The distinct shapes of the graph's nodes, and their ids.
-    shapes: Vec<Shape>,
+    pub(crate) shapes: Vec<Shape>,
     shape_ids: FxHashMap<Shape, u32>,
     /// The planning view of `nodes`, kept in step.
-    plan_nodes: Vec<PlanNode>,
+    pub(crate) plan_nodes: Vec<PlanNode>,
     /// The arguments of nodes with more than [`PlanNode::INLINE`].
-    arg_list: Vec<NodeId>,
+    pub(crate) arg_list: Vec<NodeId>,
     ops: Vec<Arc<dyn Op>>,
     user_ops: FxHashMap<usize, OpId>,
     sig_ids: FxHashMap<SmallVec<[u64; 10]>, SigId>,
@@ -128,7 +128,7 @@ pub struct Graph {
     op_cache: Vec<OpCache>,
     pub(crate) sigs: Vec<SigInfo>,
     pub(crate) inputs: Vec<Tensor>,
-    param_nodes: FxHashMap<ParamId, NodeId>,
+    pub(crate) param_nodes: FxHashMap<ParamId, NodeId>,
     /// Values of evaluated nodes (per-instance shape, no batch axis).
     pub(crate) values: Slots,
     /// Auxiliary buffers saved by forward for backward.
@@ -142,6 +142,13 @@ pub struct Graph {
     pub(crate) check_finite: bool,
     /// Set while a vertex function is traced on this graph.
     pub(crate) tracing: Option<Box<crate::vertex::Tracing>>,
+    /// The store stamp ([`crate::ParamStore`]'s key and version) the
+    /// values were computed with (see
+    /// [`GraphExec::restore_params`](crate::exec::GraphExec::restore_params)).
+    pub(crate) ran_with: Option<(u32, u64)>,
+    /// Whether parameter values were let go after a backward (see
+    /// [`GraphExec::release_params`](crate::exec::GraphExec::release_params)).
+    pub(crate) params_released: bool,
 }
 
 /// What building nodes of one op reuses from node to node, instead of
@@ -182,6 +189,9 @@ impl std::fmt::Debug for Graph {
     }
 }
 
+/// Creating, clearing and configuring a graph, adding its leaves (inputs,
+/// parameters, users' ops) and reading results. The ops follow, one block
+/// per family; executors use [`crate::exec::GraphExec`].
 impl Graph {
     /// An empty graph in training mode, seed 0.
     pub fn new() -> Self {
@@ -211,6 +221,8 @@ impl Graph {
             seed: 0,
             check_finite: false,
             tracing: None,
+            ran_with: None,
+            params_released: false,
         }
     }
 
@@ -233,6 +245,8 @@ impl Graph {
         self.aux.clear();
         self.grads.clear();
         self.evaluated = 0;
+        self.ran_with = None;
+        self.params_released = false;
         self.ops.truncate(LeafOp::ALL.len());
         self.user_ops.clear();
     }
@@ -240,6 +254,11 @@ impl Graph {
     /// Training mode turns dropout on; evaluation mode makes it the identity.
     pub fn set_train(&mut self, train: bool) {
         self.train = train;
+    }
+
+    /// Whether dropout is active (see [`Graph::set_train`]).
+    pub fn is_train(&self) -> bool {
+        self.train
     }
 
     /// Seed of the per-node random streams (dropout masks). A node's stream
@@ -253,6 +272,12 @@ impl Graph {
     /// error names the first op and node that produced one.
     pub fn set_check_finite(&mut self, on: bool) {
         self.check_finite = on;
+    }
+
+    /// Whether NaN / infinity checking is on (see
+    /// [`Graph::set_check_finite`]).
+    pub fn checks_finite(&self) -> bool {
+        self.check_finite
     }
 
     /// Number of nodes.
@@ -299,7 +324,10 @@ impl Graph {
         Ok(self.shapes[self.nodes[node.index()].shape as usize])
     }
 
-    /// The value of an evaluated node (per-instance shape).
+    /// The value of an evaluated node (per-instance shape). A parameter's
+    /// node holds its value only until backward is done (read it with
+    /// [`crate::ParamStore::value`]): the graph lets go of parameters then,
+    /// so that an optimizer step writes them in place.
     pub fn value(&self, e: Expr) -> Result<&Tensor> {
         let node = self.check(e, "value")?;
         if let Some(t) = &self.tracing {
@@ -308,6 +336,12 @@ impl Graph {
                  vertex function must be static (its ops may not depend on values)",
                 t.name
             )));
+        }
+        let released = self.params_released
+            && matches!(self.nodes[node.index()].kind, NodeKind::Param(_))
+            && node.index() < self.evaluated;
+        if released {
+            return Err(GraphError::ParamReleased { node });
         }
         self.values
             .get(node.index())
@@ -346,8 +380,6 @@ impl Graph {
         }
     }
 
-    // ----- read access for executors and the scheduler -----
-
     /// The op of a node.
     pub fn op(&self, node: NodeId) -> &dyn Op {
         self.ops[self.nodes[node.index()].op.0 as usize].as_ref()
@@ -361,13 +393,12 @@ impl Graph {
     /// The argument nodes of a node.
     #[inline]
     pub fn args(&self, node: NodeId) -> &[NodeId] {
-        self.plan_args(&self.plan_nodes[node.index()])
+        self.plan_args_of(&self.plan_nodes[node.index()])
     }
 
-    /// The arguments of a node's planning view (one of
-    /// [`Graph::plan_nodes`]).
+    /// The arguments of a node's planning view.
     #[inline]
-    pub fn plan_args<'a>(&'a self, p: &'a PlanNode) -> &'a [NodeId] {
+    pub(crate) fn plan_args_of<'a>(&'a self, p: &'a PlanNode) -> &'a [NodeId] {
         let n = p.arity as usize;
         match n <= PlanNode::INLINE {
             true => &p.args[..n],
@@ -376,11 +407,6 @@ impl Graph {
                 &self.arg_list[start..start + n]
             }
         }
-    }
-
-    /// Every node's planning view, indexed by node (see [`PlanNode`]).
-    pub fn plan_nodes(&self) -> &[PlanNode] {
-        &self.plan_nodes
     }
 
     /// A node's record (kind, shape, signature, depth).
@@ -422,17 +448,6 @@ impl Graph {
     /// Number of nodes that already have values.
     pub fn evaluated(&self) -> usize {
         self.evaluated
-    }
-
-    /// The random stream seed of a node (see [`Graph::set_seed`]).
-    pub fn node_seed(&self, node: NodeId) -> u64 {
-        // SplitMix64 of (seed, position): independent streams per node.
-        let mut z = self
-            .seed
-            .wrapping_add((node.0 as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 
     fn push_leaf(&mut self, op: LeafOp, kind: NodeKind, shape: Shape) -> Expr {
@@ -699,105 +714,5 @@ impl Node {
     /// Per-instance data (not part of the signature).
     pub fn data(&self) -> u32 {
         self.data
-    }
-}
-
-/// Access for executors (the sequential one here, the batched ones of the
-/// scheduler crate): reading leaves and settings, storing values, auxiliary
-/// buffers and gradients. Model code does not need these.
-impl Graph {
-    /// The op of a node, shared, so an executor can hold it while it
-    /// stores results into the graph.
-    pub fn op_shared(&self, node: NodeId) -> Arc<dyn Op> {
-        self.op_arc(node)
-    }
-    /// The tensor of a constant input node (`NodeKind::Input(k)`).
-    pub fn input_value(&self, k: u32) -> Option<&Tensor> {
-        self.inputs.get(k as usize)
-    }
-    /// Whether dropout is active.
-    pub fn is_train(&self) -> bool {
-        self.train
-    }
-    /// Whether NaN / infinity checking is on.
-    pub fn checks_finite(&self) -> bool {
-        self.check_finite
-    }
-    /// Makes room for values, aux buffers and gradients of every node.
-    pub fn prepare_storage(&mut self) {
-        let n = self.nodes.len();
-        self.values.resize(n);
-        self.aux.resize(n);
-    }
-    /// Stores a node's value (per-instance shape).
-    pub fn set_value(&mut self, node: NodeId, value: Tensor) {
-        self.values.set(node.index(), value);
-    }
-    /// Stores the values of a batch at once: row `r` of `batch` (`[b,
-    /// ...]`) is the value of `nodes[r]` (all of one signature, so of one
-    /// shape), made a view when first read.
-    pub fn set_value_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
-        if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
-            let shape = self.shapes[n.shape as usize];
-            self.values.set_rows(nodes, batch, shape);
-        }
-    }
-    /// A node's value, if computed (by id, unchecked generation).
-    pub fn value_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.values.get(node.index())
-    }
-    /// Drops the graph's references to parameter values, keeping every
-    /// other value and gradient readable. Parameters share storage with the
-    /// store, so while a graph holds them an optimizer step copies each
-    /// one it writes (copy on write); call this before the step when the
-    /// graph is kept.
-    pub fn release_params(&mut self) {
-        for (i, node) in self.nodes.iter().enumerate() {
-            if matches!(node.kind, NodeKind::Param(_)) {
-                self.values.forget_own(i);
-            }
-        }
-    }
-    /// Stores a node's auxiliary buffer (per-instance shape).
-    pub fn set_aux(&mut self, node: NodeId, aux: Tensor) {
-        self.aux.set(node.index(), aux);
-    }
-    /// Stores the auxiliary buffers of a batch at once (see
-    /// [`Graph::set_value_rows`]), each of `aux_shape`.
-    pub fn set_aux_rows(&mut self, nodes: &[NodeId], batch: Tensor, aux_shape: Shape) {
-        self.aux.set_rows(nodes, batch, aux_shape);
-    }
-    /// A node's auxiliary buffer.
-    pub fn aux_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.aux.get(node.index())
-    }
-    /// Marks nodes `0..n` as evaluated.
-    pub fn set_evaluated(&mut self, n: usize) {
-        self.evaluated = n.min(self.nodes.len());
-    }
-    /// Drops all gradients and makes room for new ones.
-    pub fn reset_grads(&mut self) {
-        self.grads.clear();
-        self.grads.resize(self.nodes.len());
-    }
-    /// Takes a node's gradient out (to accumulate into it).
-    pub fn take_grad(&mut self, node: NodeId) -> Option<Tensor> {
-        self.grads.take(node.index())
-    }
-    /// Stores a node's gradient.
-    pub fn set_grad(&mut self, node: NodeId, grad: Tensor) {
-        self.grads.set(node.index(), grad);
-    }
-    /// Stores the gradients of a batch at once (see
-    /// [`Graph::set_value_rows`]).
-    pub fn set_grad_rows(&mut self, nodes: &[NodeId], batch: Tensor) {
-        if let Some(n) = nodes.first().and_then(|n| self.nodes.get(n.index())) {
-            let shape = self.shapes[n.shape as usize];
-            self.grads.set_rows(nodes, batch, shape);
-        }
-    }
-    /// A node's gradient (by id).
-    pub fn grad_of(&self, node: NodeId) -> Option<&Tensor> {
-        self.grads.get(node.index())
     }
 }

@@ -3,9 +3,25 @@
 //!
 //! Every draw takes the caller's random generator, so a model built from a
 //! seeded generator (`rand::rngs::StdRng::seed_from_u64`) reproduces
-//! exactly; values are drawn in row-major order.
+//! exactly; values are drawn in row-major order. The generator must be of
+//! the `rand` version sheaf uses: take it from [`crate::rand`] (no `rand`
+//! dependency of your own), or pass a seed to the `_seeded` constructors.
+//!
+//! ```
+//! use sheaf_autodiff::rand::{rngs::StdRng, SeedableRng};
+//! use sheaf_autodiff::{Init, ParamStore};
+//!
+//! let mut store = ParamStore::new();
+//! let mut rng = StdRng::seed_from_u64(7);
+//! let w = store.add_param("w", [4, 3], Init::GlorotUniform, &mut rng)?;
+//! let b = store.add_param_seeded("b", [4], Init::Uniform { low: -0.1, high: 0.1 }, 7)?;
+//! assert_eq!(store.value(&w)?.shape(), [4, 3].into());
+//! # let _ = b;
+//! # Ok::<(), sheaf_autodiff::GraphError>(())
+//! ```
 
-use rand::{Rng, RngExt};
+use rand::rngs::StdRng;
+use rand::{Rng, RngExt, SeedableRng};
 use sheaf_tensor::{DType, Device, Shape, Tensor};
 
 use crate::error::{GraphError, Result};
@@ -124,7 +140,8 @@ fn tensor_err(init: &Init, shape: &Shape, source: sheaf_tensor::TensorError) -> 
 }
 
 impl ParamStore {
-    /// Adds a dense parameter of `shape` drawn from `init`.
+    /// Adds a dense parameter of `shape` drawn from `init` with `rng` (of
+    /// the `rand` that [`crate::rand`] re-exports; see the module docs).
     pub fn add_param<R: Rng + ?Sized>(
         &mut self,
         name: &str,
@@ -134,6 +151,30 @@ impl ParamStore {
     ) -> Result<Param> {
         let value = init.tensor(shape, rng)?;
         self.add(name, value)
+    }
+
+    /// [`ParamStore::add_param`] with a generator seeded by `seed`
+    /// (`StdRng::seed_from_u64(seed)`): the same seed, the same values.
+    pub fn add_param_seeded(
+        &mut self,
+        name: &str,
+        shape: impl Into<Shape>,
+        init: Init,
+        seed: u64,
+    ) -> Result<Param> {
+        self.add_param(name, shape, init, &mut StdRng::seed_from_u64(seed))
+    }
+
+    /// [`ParamStore::add_lookup`] with a generator seeded by `seed`.
+    pub fn add_lookup_seeded(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        init: Init,
+        seed: u64,
+    ) -> Result<Param> {
+        self.add_lookup(name, rows, cols, init, &mut StdRng::seed_from_u64(seed))
     }
 
     /// Adds a `rows x cols` lookup table (sparse row gradients) drawn from

@@ -150,7 +150,7 @@
 
 mod checkpoint;
 mod error;
-mod exec;
+pub mod exec;
 pub mod gradcheck;
 mod graph;
 mod id;
@@ -159,12 +159,12 @@ mod op;
 mod ops;
 mod optim;
 mod params;
+mod sequential;
 mod slots;
 pub mod testing;
 mod vertex;
 
 pub use error::{GraphError, Result};
-pub use exec::Sequential;
 pub use graph::{Graph, Node, NodeKind, PlanNode, SigInfo};
 pub use id::{Expr, NodeId, OpId, SigId};
 pub use init::Init;
@@ -172,5 +172,40 @@ pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
 pub use vertex::VertexFn;
+/// `use sheaf_autodiff::prelude::*`: what a training program needs from
+/// this crate and the tensor crate, with no second dependency: [`Graph`],
+/// [`Expr`], [`ParamStore`], [`Param`], [`Init`], [`Sequential`], the
+/// optimizers, [`GraphError`] and its [`Result`] (which shadows the
+/// standard `Result` and takes an error type as its second argument, like
+/// it), and [`Tensor`](sheaf_tensor::Tensor), [`Shape`](sheaf_tensor::Shape),
+/// [`DType`](sheaf_tensor::DType), [`Device`](sheaf_tensor::Device).
+///
+/// ```
+/// use sheaf_autodiff::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let w = store.add_param_seeded("w", [2], Init::Const(0.5), 0)?;
+/// let mut g = Graph::new();
+/// let x = g.input(Tensor::from_vec(vec![1.0f32, 2.0], [2])?);
+/// let wx = g.param(&w);
+/// let y = g.dot(wx, x)?;
+/// let loss: f32 = Sequential::new().forward(&mut g, &store, y)?.item()?;
+/// assert_eq!(loss, 1.5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub mod prelude {
+    pub use crate::{
+        Adagrad, Adam, Expr, Graph, GraphError, Init, Method, Optimizer, Param, ParamStore, Result,
+        Sequential, Sgd,
+    };
+    pub use sheaf_tensor::{DType, Device, Shape, Tensor};
+}
+
+/// The `rand` crate (0.10) whose generators [`Init::tensor`],
+/// [`ParamStore::add_param`] and the layers of the other sheaf crates take:
+/// `sheaf_autodiff::rand::rngs::StdRng` needs no `rand` dependency of the
+/// user's own, whose version would have to match.
+pub use rand;
+pub use sequential::Sequential;
 // The optimizer configurations, re-exported so users need no tensor import.
 pub use sheaf_tensor::{Adagrad, Adam, Sgd};

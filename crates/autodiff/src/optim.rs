@@ -177,10 +177,11 @@ impl Optimizer {
     }
 
     /// How many parameter updates so far had to copy the parameter first
-    /// because another handle shared its buffer: a graph that ran and was
-    /// not cleared, or a value kept with `clone` instead of `deep_clone`.
-    /// Each costs a copy of the parameter (the first also logs a warning);
-    /// a training loop should keep this at 0.
+    /// because another handle shared its buffer: a value kept with `clone`
+    /// instead of `deep_clone`, or a graph that ran forward but not
+    /// backward (graphs let go of parameters when backward is done). Each
+    /// costs a copy of the parameter (the first also logs a warning); a
+    /// training loop should keep this at 0.
     pub fn shared_copies(&self) -> u64 {
         self.shared_copies
     }
@@ -293,6 +294,7 @@ impl Optimizer {
 
         // Pass 2: update and zero.
         self.store = Some(store.key());
+        store.changed();
         if self.state.len() < store.entries.len() {
             self.state.resize(store.entries.len(), None);
         }
@@ -410,15 +412,16 @@ fn sum_squares(grad: &Tensor, rows: Option<&[u32]>) -> sheaf_tensor::Result<f64>
 }
 
 /// Warns (once per process) that an update copies parameter `name`
-/// because another handle shares its buffer: usually a graph that ran and
-/// was not cleared, which makes every step copy every parameter it read.
+/// because another handle shares its buffer (a kept clone, or a graph
+/// that ran forward without backward).
 fn warn_shared(name: &str, numel: usize) {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
         tracing::warn!(
             "Optimizer::step copies parameter {name:?} ({numel} values): another handle \
-             shares its buffer (a graph that ran and was not cleared?); clear graphs \
-             (Graph::clear) before updating, or every step copies every parameter"
+             shares its buffer (a clone of the value kept, or a graph that ran forward \
+             but not backward?); keep copies with Tensor::deep_clone, and clear or run \
+             backward on graphs before updating, or every step copies the parameter"
         )
     });
 }

@@ -75,6 +75,9 @@ pub(crate) struct Entry {
 /// Named dense parameters and lookup tables.
 pub struct ParamStore {
     key: u32,
+    /// Counts changes of values (updates, loads, moves), so that a graph
+    /// that ran before one recomputes instead of mixing old and new values.
+    version: u64,
     pub(crate) entries: Vec<Entry>,
     by_name: HashMap<String, u32>,
 }
@@ -100,6 +103,7 @@ impl ParamStore {
     pub fn new() -> Self {
         ParamStore {
             key: NEXT_STORE.fetch_add(1, Ordering::Relaxed),
+            version: 0,
             entries: Vec::new(),
             by_name: HashMap::new(),
         }
@@ -168,6 +172,7 @@ impl ParamStore {
     /// their initial value is: add them before moving the store, or create
     /// them on the device.
     pub fn to_device(&mut self, device: Device) -> Result<()> {
+        self.changed();
         for e in &mut self.entries {
             let err = |source| GraphError::Tensor {
                 context: format!("moving parameter {:?} to {device}", e.name),
@@ -229,9 +234,12 @@ impl ParamStore {
         self.value_by_id(p.id, "value")
     }
 
-    /// Mutable access to a value (copy-on-write if a graph still holds it).
+    /// Mutable access to a value (copied on write if another handle, a
+    /// clone of it, shares its buffer). A graph that ran before recomputes
+    /// at its next forward or backward.
     pub fn value_mut(&mut self, p: &Param) -> Result<&mut Tensor> {
         self.check(p.id, "value_mut")?;
+        self.changed();
         Ok(&mut self.entries[p.id.index as usize].value)
     }
 
@@ -286,6 +294,17 @@ impl ParamStore {
     /// The store's identity (optimizers bind to it).
     pub(crate) fn key(&self) -> u32 {
         self.key
+    }
+
+    /// The store's identity and the count of its value changes: equal
+    /// stamps, equal parameter values.
+    pub(crate) fn stamp(&self) -> (u32, u64) {
+        (self.key, self.version)
+    }
+
+    /// Records that values change (see [`ParamStore::stamp`]).
+    pub(crate) fn changed(&mut self) {
+        self.version += 1;
     }
 
     /// The current value of a parameter by id (for executors). Marks it

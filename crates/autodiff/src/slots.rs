@@ -75,10 +75,19 @@ impl Slots {
         &self.own[i]
     }
 
-    /// Drops node `i`'s own tensor, if any.
-    pub(crate) fn forget_own(&mut self, i: usize) {
-        if let Some(slot) = self.own.get_mut(i) {
-            *slot = None;
+    /// Takes node `i`'s own tensor out, if any.
+    pub(crate) fn take_own(&mut self, i: usize) -> Option<Tensor> {
+        self.own.get_mut(i).and_then(Option::take)
+    }
+
+    /// Replaces each own tensor `t` for which `f(t)` gives a new one.
+    pub(crate) fn replace_own(&mut self, mut f: impl FnMut(&Tensor) -> Option<Tensor>) {
+        for &i in &self.own_set {
+            if let Some(slot) = self.own.get_mut(i as usize) {
+                if let Some(new) = slot.as_ref().and_then(&mut f) {
+                    *slot = Some(new);
+                }
+            }
         }
     }
 

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use sheaf_tensor::{Backend, DType, Device, Shape, Tensor, TensorMut};
 
 use crate::error::{GraphError, Result};
+use crate::exec::GraphExec;
 use crate::graph::{Graph, NodeKind};
 use crate::id::{Expr, NodeId};
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};

@@ -211,9 +211,6 @@ where
                 source: Box::new(e),
             })
         })?;
-        // The optimizer step that usually follows writes the parameters in
-        // place only if nothing else holds them.
-        g.release_params();
         Ok(v.first().copied().unwrap_or(f32::NAN))
     }
 

@@ -14,7 +14,7 @@ use crate::Ty;
 pub type Result<T, E = BlockError> = std::result::Result<T, E>;
 
 /// What went wrong, without the block path.
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Clone, PartialEq, Error)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// A block was given a value of the wrong type or shape (found when the
@@ -48,7 +48,7 @@ pub enum ErrorKind {
 }
 
 /// An error with the path of the block where it happened, outermost first.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct BlockError {
     /// Innermost segment first (segments are added while unwinding).
     path: Vec<Cow<'static, str>>,
@@ -152,5 +152,54 @@ impl<T, E: Into<BlockError>> At<T> for std::result::Result<T, E> {
     #[inline]
     fn at(self, segment: impl FnOnce() -> Cow<'static, str>) -> Result<T> {
         self.map_err(|e| e.into().within(segment()))
+    }
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for BlockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_message() {
+        let err = BlockError::data("no case matches")
+            .within("OneOf")
+            .within("Map");
+        let shown = err.to_string();
+        assert!(!shown.is_empty());
+        assert_eq!(format!("{err:?}"), shown);
     }
 }

@@ -27,8 +27,10 @@ pub struct Embedding {
 }
 
 impl Embedding {
-    /// A new table `name` of `vocab` rows of `dim`, drawn from `init`.
-    /// Errors: a zero size (naming the block), a name taken.
+    /// A new table `name` of `vocab` rows of `dim`, drawn from `init` with
+    /// `rng` (a generator of [`sheaf_autodiff::rand`], or use
+    /// [`Embedding::new_seeded`]). Errors: a zero size (naming the block),
+    /// a name taken.
     pub fn new<R: Rng + ?Sized>(
         store: &mut ParamStore,
         name: &str,
@@ -40,6 +42,22 @@ impl Embedding {
         let sizes = [("vocabulary", vocab), ("dim", dim)];
         positive(&sizes).map_err(|e| e.within(format!("Embedding({name})")))?;
         let table = store.add_lookup(name, vocab, dim, init, rng)?;
+        Ok(Self::from_param(name, table))
+    }
+
+    /// [`Embedding::new`] with a generator seeded by `seed` (the same seed,
+    /// the same table).
+    pub fn new_seeded(
+        store: &mut ParamStore,
+        name: &str,
+        vocab: usize,
+        dim: usize,
+        init: Init,
+        seed: u64,
+    ) -> Result<Self> {
+        let sizes = [("vocabulary", vocab), ("dim", dim)];
+        positive(&sizes).map_err(|e| e.within(format!("Embedding({name})")))?;
+        let table = store.add_lookup_seeded(name, vocab, dim, init, seed)?;
         Ok(Self::from_param(name, table))
     }
 
@@ -133,7 +151,9 @@ pub struct FC {
 
 impl FC {
     /// A new layer `name` (parameters `name.w`, `name.b`) from `[input]` to
-    /// `[output]`. Errors: a zero size (naming the layer), a name taken.
+    /// `[output]`, its weight drawn with `rng` (a generator of
+    /// [`sheaf_autodiff::rand`], or use [`FC::new_seeded`]). Errors: a zero
+    /// size (naming the layer), a name taken.
     pub fn new<R: Rng + ?Sized>(
         store: &mut ParamStore,
         name: &str,
@@ -157,6 +177,27 @@ impl FC {
             b,
             act,
         })
+    }
+
+    /// [`FC::new`] with a generator seeded by `seed` (the same seed, the
+    /// same weights).
+    pub fn new_seeded(
+        store: &mut ParamStore,
+        name: &str,
+        input: usize,
+        output: usize,
+        act: Activation,
+        seed: u64,
+    ) -> Result<Self> {
+        use sheaf_autodiff::rand::{rngs::StdRng, SeedableRng};
+        Self::new(
+            store,
+            name,
+            input,
+            output,
+            act,
+            &mut StdRng::seed_from_u64(seed),
+        )
     }
 
     /// The weight `[output, input]` and bias `[output]`.

@@ -22,16 +22,13 @@
 //! `lookup` of the batch in one kernel call.
 //!
 //! ```
-//! use sheaf_autodiff::{Expr, Graph, Init, Optimizer, ParamStore, Sgd};
-//! use sheaf_blocks::*;
-//! # use rand::SeedableRng;
-//! # let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+//! use sheaf_blocks::prelude::*;
 //!
 //! struct Example { words: Vec<u32>, target: f32 }
 //!
 //! let mut store = ParamStore::new();
-//! let embed = Embedding::new(&mut store, "emb", 100, 8, Init::Uniform { low: -0.1, high: 0.1 }, &mut rng)?;
-//! let score = FC::new(&mut store, "score", 8, 1, Activation::Identity, &mut rng)?;
+//! let embed = Embedding::new_seeded(&mut store, "emb", 100, 8, Init::Uniform { low: -0.1, high: 0.1 }, 0)?;
+//! let score = FC::new_seeded(&mut store, "score", 8, 1, Activation::Identity, 1)?;
 //! let loss = Function::new("loss", |g: &mut Graph, (y, t): (Expr, Expr)| g.squared_distance(y, t));
 //! let model = Record::new((
 //!     field("words", |e: &Example| &e.words, Map::new(embed) >> Mean::new() >> score),
@@ -69,6 +66,26 @@ mod recursion;
 mod sequence;
 mod structure;
 mod types;
+
+/// `use sheaf_blocks::prelude::*`: every block and combinator, the
+/// graph, parameter, optimizer and tensor types a model needs
+/// ([`sheaf_autodiff::prelude`]'s, the executor and minibatch helpers of
+/// [`sheaf_sched`]), without clashes: the [`Tensor`] block (a constant)
+/// is `TensorBlock` here, so `Tensor` is the tensor type. Its `Result` is
+/// [`sheaf_autodiff::Result`], as in the other crates' preludes (so they
+/// glob together); this crate's is `sheaf_blocks::Result`.
+pub mod prelude {
+    pub use crate::basic::Tensor as TensorBlock;
+    pub use crate::{
+        field, Activation, AllOf, Block, BlockError, BlockExt, BoxBlock, Broadcast, Check,
+        Compiled, Composition, Concat, Ctx, Embedding, ErrorKind, Exprs, Field, Fold,
+        ForwardDeclaration, Function, GraphFn, Handle, Identity, InputTransform, Loss, Map, Max,
+        Mean, Metric, Metrics, OneOf, OpCall, Optional, Pipe, Record, Reduce, Reference, Repeat,
+        Scalar, Sources, Sum, Ty, Value, Zeros, ZipWith, Zippable, FC,
+    };
+    pub use sheaf_autodiff::prelude::*;
+    pub use sheaf_sched::{batches, shuffled_batches, Executor, PlanStats, Strategy};
+}
 
 pub use basic::{
     Broadcast, Concat, Function, GraphFn, Identity, InputTransform, OpCall, Scalar, Tensor, Zeros,

@@ -3,7 +3,7 @@
 use thiserror::Error;
 
 /// Errors of data-parallel training.
-#[derive(Debug, Error)]
+#[derive(Error)]
 pub enum DistError {
     /// Ranks disagree about the model: a parameter's name or shape, or the
     /// configuration's hash, differs from rank 0's.
@@ -77,5 +77,38 @@ impl DistError {
 impl From<sheaf_autodiff::GraphError> for DistError {
     fn from(e: sheaf_autodiff::GraphError) -> Self {
         DistError::Graph(Box::new(e))
+    }
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for DistError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_message() {
+        let err = DistError::ModelMismatch {
+            rank: 2,
+            what: "parameter \"w\" is [3, 4] there".into(),
+        };
+        let shown = err.to_string();
+        assert!(!shown.is_empty());
+        assert_eq!(format!("{err:?}"), shown);
     }
 }

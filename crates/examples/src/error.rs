@@ -14,7 +14,7 @@ use crate::sst::{DataError, EmbeddingError, ParseError, VocabError};
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What can go wrong in the SST example.
-#[derive(Debug, Error)]
+#[derive(Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A data file is missing, unreadable or malformed.
@@ -85,5 +85,41 @@ impl Error {
             None => what,
         };
         Error::Checkpoint { path, what }
+    }
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_message() {
+        let err = Error::Io {
+            path: PathBuf::from("train.txt"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "gone"),
+        };
+        let shown = err.to_string();
+        assert!(!shown.is_empty());
+        assert_eq!(format!("{err:?}"), shown);
+        let alt = format!("{err:#?}");
+        assert!(alt.starts_with(&shown), "{alt}");
+        assert!(alt.contains("\n  caused by: "), "{alt}");
     }
 }

@@ -11,6 +11,7 @@
 use std::sync::MutexGuard;
 use std::time::Instant;
 
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{
     ArgRole, Backward, Expr, GradAcc, Graph, GraphError, NodeId, NodeKind, ParamId, ParamStore,
 };
@@ -61,10 +62,19 @@ impl Executor {
     /// Back-propagates from `loss` (one element) through the batches of
     /// every forward since the graph was last cleared, in reverse. Node
     /// gradients are kept in the graph; parameter gradients are ADDED to
-    /// the store's accumulators, once per batch.
+    /// the store's accumulators, once per batch. The graph then lets go of
+    /// the parameters' values, so that an optimizer step writes them in
+    /// place whether or not the graph is cleared first.
     pub fn backward(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
         sheaf_tensor::denormals::prepare();
+        let result = self.backward_inner(g, store, loss);
+        g.release_params();
+        result
+    }
+
+    fn backward_inner(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {
         let loss_id = g.check(loss, "backward")?;
+        g.restore_params(store)?;
         if loss_id.index() >= g.evaluated() {
             self.forward(g, store, loss)?;
         }

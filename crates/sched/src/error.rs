@@ -16,7 +16,7 @@ fn ids(nodes: &[NodeId]) -> String {
 }
 
 /// Batched execution failures name the op and the nodes of the batch.
-#[derive(Debug, Clone, PartialEq, Error)]
+#[derive(Clone, PartialEq, Error)]
 #[non_exhaustive]
 pub enum SchedError {
     /// A graph-level error (stale handle, loss shape, parameters).
@@ -42,4 +42,45 @@ pub enum SchedError {
         what: &'static str,
         value: f32,
     },
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for SchedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_message() {
+        let err = SchedError::Batch {
+            op: "tanh",
+            nodes: vec![NodeId::from_index(1)],
+            source: Box::new(TensorError::InvalidArgument {
+                op: "unary",
+                arg: "out",
+                reason: "too short",
+            }),
+        };
+        let shown = err.to_string();
+        assert!(!shown.is_empty());
+        assert_eq!(format!("{err:?}"), shown);
+        let alt = format!("{err:#?}");
+        assert!(alt.starts_with(&shown), "{alt}");
+        assert!(alt.contains("\n  caused by: "), "{alt}");
+    }
 }

@@ -10,6 +10,7 @@
 
 use std::time::Instant;
 
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{ArgRole, Expr, Forward, Graph, NodeId, NodeKind, Op, ParamStore};
 use sheaf_tensor::{Backend, Shape, Tensor, TensorError};
 
@@ -288,11 +289,15 @@ impl Executor {
     }
 
     /// Computes every not-yet-evaluated node up to `target` in batches and
-    /// returns `target`'s value. Only the new part of the graph is planned,
-    /// so a model may read values mid-build and extend the graph.
+    /// returns `target`'s value (a one-element loss reads as a number with
+    /// [`Tensor::item`]). Only the new part of the graph is planned, so a
+    /// model may read values mid-build and extend the graph. If the
+    /// store's values changed since the graph ran (an optimizer step),
+    /// every node is computed again with the new values.
     pub fn forward(&mut self, g: &mut Graph, store: &ParamStore, target: Expr) -> Result<Tensor> {
         sheaf_tensor::denormals::prepare();
         let end = g.check(target, "forward")?.index() + 1;
+        g.restore_params(store)?;
         let start = g.evaluated();
         if start == 0 {
             self.reset();

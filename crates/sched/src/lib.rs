@@ -17,13 +17,15 @@
 //! [`DataParallel`] runs the parts of one minibatch side by side (one graph and
 //! executor per thread, one parameter store): data parallelism for CPUs
 //! with a few cores. [`Pipeline`] builds the next minibatch's graph while
-//! the current one runs.
+//! the current one runs. [`shuffled_batches`] and [`batches`] cut a data
+//! set's indices into minibatches.
 #![forbid(unsafe_code)]
 #![allow(clippy::result_large_err)]
 
 mod arena;
 mod auto;
 mod backward;
+mod batches;
 mod bucket;
 mod data_parallel;
 mod dot;
@@ -33,6 +35,19 @@ mod pipeline;
 mod plan;
 mod stats;
 
+/// `use sheaf_sched::prelude::*`: [`sheaf_autodiff::prelude`] (graphs,
+/// parameters, optimizers, tensors, `Result`) and this crate's runners:
+/// [`Executor`], [`Strategy`], [`PlanStats`], [`SchedError`],
+/// [`DataParallel`], [`Pipeline`], [`Bucketing`] and the minibatch helpers.
+pub mod prelude {
+    pub use crate::{
+        batches, shuffled_batches, Bucketing, DataParallel, Executor, Pipeline, PlanStats,
+        SchedError, Strategy,
+    };
+    pub use sheaf_autodiff::prelude::*;
+}
+
+pub use batches::{batches, shuffled_batches};
 pub use bucket::{Bucket, Bucketing};
 pub use data_parallel::DataParallel;
 pub use error::{Result, SchedError};

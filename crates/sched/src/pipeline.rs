@@ -45,10 +45,9 @@ impl Pipeline {
     /// that the executor's next step reuses its memory.
     ///
     /// `build` gets each graph freshly cleared: set its mode and seed
-    /// there (`Graph::set_train`, `Graph::set_seed`). A graph that ran
-    /// holds the values of the parameters it read: `run` should clear it
-    /// (`Graph::clear`) before an optimizer updates them, or the update
-    /// copies every parameter instead of writing it in place.
+    /// there (`Graph::set_train`, `Graph::set_seed`). `run` may update the
+    /// parameters after its backward, before or after clearing the graph:
+    /// a graph lets go of parameter values when backward is done.
     ///
     /// # Errors
     /// The first error in the order the work would have run in turn: the

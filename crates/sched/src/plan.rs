@@ -7,6 +7,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use rustc_hash::FxHashMap;
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{Cost, Graph, NodeId, PlanNode, SigId};
 
 /// How nodes are grouped into batches.

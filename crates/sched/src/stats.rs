@@ -96,24 +96,55 @@ impl PlanStats {
     }
 }
 
+/// Bytes as `512 B`, `3.2 KiB`, `1.5 MiB`, `2.0 GiB`.
+fn bytes(n: usize) -> String {
+    const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let (mut v, mut unit) = (n as f64 / 1024.0, 0);
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// Ops listed by [`PlanStats`]' `Display`; the rest are summed in one line.
+const SHOWN_OPS: usize = 12;
+
+/// A few lines for people: the counts, then the ops with the most nodes
+/// (batches, nodes, mean batch and bytes gathered each), at most
+/// [`SHOWN_OPS`] of them. `{:?}` keeps every field.
 impl fmt::Display for PlanStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} nodes in {} batches (mean {:.1}, max {}), {} unbatchable; gathered {} B, avoided {} B; arena {} B ({} B fresh, {} B zeroed, peak {} B); planning {:?}, kernels {:?}",
+            "{} nodes in {} batches (mean {:.1}, max {}), {} unbatchable",
             self.nodes,
             self.batches,
             self.mean_batch(),
             self.max_batch,
             self.unbatchable,
-            self.gathered_bytes,
-            self.avoided_bytes,
-            self.arena_bytes,
-            self.arena_fresh_bytes,
-            self.arena_zeroed_bytes,
-            self.arena_peak_bytes,
-            self.planning,
-            self.kernels
+        )?;
+        writeln!(
+            f,
+            "  inputs: {} gathered, {} used in place",
+            bytes(self.gathered_bytes),
+            bytes(self.avoided_bytes)
+        )?;
+        writeln!(
+            f,
+            "  arena:  {} held ({} fresh, {} zeroed), peak {}",
+            bytes(self.arena_bytes),
+            bytes(self.arena_fresh_bytes),
+            bytes(self.arena_zeroed_bytes),
+            bytes(self.arena_peak_bytes)
+        )?;
+        writeln!(
+            f,
+            "  time:   planning {:?}, kernels {:?}",
+            self.planning, self.kernels
         )?;
         if self.launches > 0 {
             writeln!(f, "  device: {} kernel launches", self.launches)?;
@@ -128,13 +159,73 @@ impl fmt::Display for PlanStats {
                 self.plan_cache_hits
             )?;
         }
-        for (op, (b, n)) in &self.per_op {
-            let gathered = self.gathered_per_op.get(op).copied().unwrap_or(0);
+        let mut ops: Vec<_> = self.per_op.iter().collect();
+        // Most nodes first; ties by name, so the order is stable.
+        ops.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+        if !ops.is_empty() {
             writeln!(
                 f,
-                "  {op:<24} {b:>6} batches {n:>8} nodes {gathered:>12} B gathered"
+                "  {:<24} {:>8} {:>10} {:>6} {:>10}",
+                "op", "batches", "nodes", "mean", "gathered"
             )?;
         }
+        for (op, &(b, n)) in ops.iter().take(SHOWN_OPS) {
+            let gathered = self.gathered_per_op.get(*op).copied().unwrap_or(0);
+            writeln!(
+                f,
+                "  {op:<24} {b:>8} {n:>10} {:>6.1} {:>10}",
+                n as f64 / b.max(1) as f64,
+                bytes(gathered)
+            )?;
+        }
+        if ops.len() > SHOWN_OPS {
+            let rest = &ops[SHOWN_OPS..];
+            let (b, n) = rest
+                .iter()
+                .fold((0, 0), |(b, n), (_, &(b1, n1))| (b + b1, n + n1));
+            writeln!(f, "  ({} more ops: {b} batches, {n} nodes)", rest.len())?;
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_a_few_readable_lines_with_the_busiest_ops_first() {
+        let mut s = PlanStats {
+            nodes: 120,
+            batches: 10,
+            max_batch: 40,
+            gathered_bytes: 3 * 1024 * 1024 / 2,
+            ..PlanStats::default()
+        };
+        s.per_op.insert("tanh", (4, 30));
+        s.per_op.insert("matmul", (2, 80));
+        for (i, op) in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]
+            .into_iter()
+            .enumerate()
+        {
+            s.per_op.insert(op, (1, i % 2));
+        }
+        s.gathered_per_op.insert("matmul", 2048);
+        let text = s.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "120 nodes in 10 batches (mean 12.0, max 40), 0 unbatchable"
+        );
+        assert!(lines[1].contains("1.5 MiB gathered"), "{text}");
+        assert!(lines.iter().all(|l| l.len() < 100), "{text}");
+        let matmul = lines.iter().position(|l| l.contains("matmul")).unwrap();
+        let tanh = lines.iter().position(|l| l.contains("tanh")).unwrap();
+        assert!(matmul < tanh, "most nodes first:\n{text}");
+        assert!(lines[matmul].contains("40.0") && lines[matmul].contains("2.0 KiB"));
+        assert!(
+            text.ends_with("(2 more ops: 2 batches, 0 nodes)\n"),
+            "{text}"
+        );
     }
 }

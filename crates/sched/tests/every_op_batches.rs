@@ -12,6 +12,7 @@
 mod common;
 
 use common::{check_all, tensor, Lcg};
+use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{Expr, Graph, Param, ParamStore};
 use sheaf_sched::{Executor, Strategy};
 

@@ -144,6 +144,64 @@ fn pipelined(strategy: Strategy) -> Trained {
     (losses, finish(&store))
 }
 
+/// Eight steps in the order a newcomer writes: the update before the
+/// clear, and in one case the graph run again after the update.
+fn natural_order(strategy: Strategy) -> Trained {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let (mut opt, mut exec, mut g) = (sgd(), Executor::new(strategy), Graph::new());
+    let buffers: Vec<usize> = store
+        .params()
+        .iter()
+        .map(|p| store.value(p).unwrap().storage_id())
+        .collect();
+    let mut losses = Vec::new();
+    for k in 0..8 {
+        let loss = build(&mut g, &m, k);
+        losses.push(
+            exec.forward(&mut g, &store, loss)
+                .unwrap()
+                .item::<f32>()
+                .unwrap(),
+        );
+        exec.backward(&mut g, &store, loss).unwrap();
+        opt.step(&mut store).unwrap();
+        if k == 7 {
+            // Not cleared: the updated parameters are read, not stale ones.
+            let again = exec.forward(&mut g, &store, loss).unwrap();
+            let mut fresh = Graph::new();
+            let l = build(&mut fresh, &m, k);
+            let want = Executor::new(strategy)
+                .forward(&mut fresh, &store, l)
+                .unwrap();
+            assert_eq!(
+                again.to_vec::<f32>().unwrap(),
+                want.to_vec::<f32>().unwrap()
+            );
+            assert_ne!(again.item::<f32>().unwrap(), losses[7], "{strategy:?}");
+        }
+        g.clear();
+    }
+    assert_eq!(opt.shared_copies(), 0, "{strategy:?}: no parameter copied");
+    let after: Vec<usize> = store
+        .params()
+        .iter()
+        .map(|p| store.value(p).unwrap().storage_id())
+        .collect();
+    assert_eq!(after, buffers, "{strategy:?}: updated in place");
+    (losses, finish(&store))
+}
+
+#[test]
+fn updating_before_clearing_trains_alike_and_copies_nothing() {
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        let want = in_turn(strategy);
+        let got = natural_order(strategy);
+        assert_eq!(got.0, want.0, "{strategy:?}: losses");
+        assert_eq!(got.1, want.1, "{strategy:?}: parameters");
+    }
+}
+
 #[test]
 fn pipelined_training_equals_building_and_running_in_turn() {
     for threads in [1, 2, 3] {

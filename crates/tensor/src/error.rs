@@ -14,7 +14,7 @@ pub type Result<T, E = TensorError> = std::result::Result<T, E>;
 /// the offending argument where there is one, and the shapes involved, so the
 /// message alone points at the failing call. Every variant is
 /// `Clone + Eq`, so tests can compare errors, not just their text.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum TensorError {
     /// Two arguments that must agree do not, e.g. the inner dimensions of a
@@ -182,5 +182,39 @@ impl TensorError {
     /// Wraps a kernel error with the name of the backend operation.
     pub(crate) fn kernel(op: &'static str) -> impl FnOnce(KernelError) -> TensorError {
         move |source| TensorError::Kernel { op, source }
+    }
+}
+
+/// `{:?}` prints the message, as `{}` does: a `main` returning
+/// `Result<(), Box<dyn Error>>` shows it so. `{:#?}` adds the chain of
+/// causes, one a line.
+impl std::fmt::Debug for TensorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        if f.alternate() {
+            let mut cause = std::error::Error::source(self);
+            while let Some(c) = cause {
+                write!(f, "\n  caused by: {c}")?;
+                cause = c.source();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_the_message() {
+        let err = TensorError::InvalidArgument {
+            op: "unary",
+            arg: "out",
+            reason: "too short",
+        };
+        let shown = err.to_string();
+        assert!(!shown.is_empty());
+        assert_eq!(format!("{err:?}"), shown);
     }
 }

@@ -81,12 +81,16 @@ pub use storage::HOST_ALIGN;
 pub use tensor::Tensor;
 pub use tensor_mut::TensorMut;
 
-/// The backend traits, for calling backend methods on a concrete backend
-/// type such as [`CpuBackend`] (on a `&dyn Backend` they need no import).
+/// `use sheaf_tensor::prelude::*`: the tensor types ([`Tensor`],
+/// [`Shape`], [`DType`], [`Device`], [`TensorError`]) and the backend
+/// traits, for calling backend methods on a concrete backend type such as
+/// [`CpuBackend`] (on a `&dyn Backend` they need no import). No `Result`,
+/// so a glob does not shadow the standard one.
 pub mod prelude {
     pub use crate::backend::{
         Backend, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps, StateCellOps,
     };
+    pub use crate::{DType, Device, Shape, Tensor, TensorError};
 }
 
 /// Subnormal floats flushed to zero on the threads that run kernels (see

@@ -112,6 +112,8 @@ fn flat(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
     t.reshape([t.num_rows(), t.row_len()])
 }
 
+/// Broadcasting: one vector repeated, or scaled by a one-element node.
+/// Each checks shapes when called and computes nothing.
 impl Graph {
     /// The scalar `x` (`[1]`) repeated `n` times: `[n]`. Nodes with
     /// different `n` never share a batch.

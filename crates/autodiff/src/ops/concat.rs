@@ -154,6 +154,8 @@ impl Op for Slice {
     }
 }
 
+/// Joining and cutting vectors: concatenation and slices. Each checks
+/// shapes when called and computes nothing.
 impl Graph {
     /// The vectors `xs` (`[n_i]`, at least one) one after another:
     /// `[sum n_i]`. Nodes concatenating different lengths never share a

@@ -1,7 +1,7 @@
 //! Inverted dropout. In training mode each element is kept with
 //! probability `1 - p` and scaled by `1 / (1 - p)`, else zeroed; in
 //! evaluation mode it is the identity. The mask of an instance is drawn
-//! from that instance's seed alone (see [`Graph::node_seed`]) by a
+//! from that instance's seed alone (see [`GraphExec::node_seed`](crate::exec::GraphExec::node_seed)) by a
 //! counter-based generator, so it is the same whether the node runs alone
 //! or in a batch, under any strategy, and repeats with the graph's seed.
 

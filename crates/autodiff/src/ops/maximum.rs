@@ -95,6 +95,8 @@ impl Op for MaxList {
     }
 }
 
+/// Element-wise maxima. Each checks shapes when called and computes
+/// nothing.
 impl Graph {
     /// The elementwise maximum of `a` and `b` (one shape, any rank). The
     /// gradient of each element goes to the larger argument, to `a` on a

@@ -70,6 +70,7 @@ impl Op for Reshape {
 
 static RESHAPE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Reshape));
 
+/// Reshaping. Checks the element count when called and computes nothing.
 impl Graph {
     /// The same elements under `shape` (equal element count; rank <= 4,
     /// dimensions below 32768). A view, not a copy, when run alone.

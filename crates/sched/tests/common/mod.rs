@@ -18,7 +18,8 @@
 //! opposite sign) have no meaningful relative error.
 #![allow(dead_code)]
 
-use sheaf_autodiff::{Expr, Graph, NodeId, ParamStore, Sequential};
+use sheaf_autodiff::exec::GraphExec;
+use sheaf_autodiff::{Expr, Graph, NodeId, NodeKind, ParamStore, Sequential};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Device, Shape, Tensor};
 
@@ -122,9 +123,12 @@ pub fn snapshot(g: &Graph, store: &ParamStore) -> Snapshot {
     let mut grads = Vec::with_capacity(g.len());
     for i in 0..g.len() {
         let n = NodeId::from_index(i);
-        let v = g
-            .value_of(n)
-            .unwrap_or_else(|| panic!("node {i} ({}) has no value", g.op_name(n)));
+        // Graphs let go of parameter values after backward: the store's.
+        let v = match g.node(n).kind() {
+            NodeKind::Param(p) => store.value_of(p).ok(),
+            _ => g.value_of(n),
+        };
+        let v = v.unwrap_or_else(|| panic!("node {i} ({}) has no value", g.op_name(n)));
         values.push(v.to_vec::<f32>().unwrap());
         let size = g.node(n).shape().numel().unwrap();
         grads.push(match g.grad_of(n) {
