@@ -46,6 +46,20 @@ pub use scope::{Inits, Scope};
 pub use tree::{BinaryTreeLstm, ChildSumTreeLstm, NaryTreeLstm};
 
 /// Everything a model file uses, for a glob import.
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let mut root = Scope::new(&mut store, 1);
+/// let enc = Lstm::new(&mut root.sub("enc")?, 4, RecurrentConfig::new(8))?;
+/// let sizes = [enc.output_width(), 8, 2];
+/// let head = Mlp::new(&mut root.sub("head")?, &sizes, Activation::Relu, 0.0)?;
+/// assert_eq!(head.layers().len(), 2);
+/// assert_eq!(store.len(), 3 + 4);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 pub mod prelude {
     pub use crate::{
         Activation, Attention, BinaryTreeLstm, ChildSumTreeLstm, Embedding, Gru, Inits, Linear,

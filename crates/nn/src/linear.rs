@@ -96,26 +96,90 @@ impl Linear {
     }
 
     /// The weight `[out, in]`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Linear, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let fc = Linear::new(&mut Scope::new(&mut store, 1).sub("fc")?, 3, 2, true)?;
+    /// assert_eq!(fc.weight().shape().dims(), &[2, 3]);
+    /// assert_eq!(store.name(fc.weight().id())?, "fc.w");
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn weight(&self) -> Param {
         self.w
     }
 
     /// The bias `[out]`, if any.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Linear, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let fc = Linear::new(&mut Scope::new(&mut store, 1).sub("fc")?, 3, 2, true)?;
+    /// assert_eq!(store.name(fc.bias().unwrap().id())?, "fc.b");
+    /// let proj = Linear::new(&mut Scope::new(&mut store, 1).sub("proj")?, 3, 2, false)?;
+    /// assert!(proj.bias().is_none());
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn bias(&self) -> Option<Param> {
         self.b
     }
 
     /// Input width.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Linear, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let fc = Linear::new(&mut Scope::new(&mut store, 1).sub("fc")?, 3, 2, true)?;
+    /// assert_eq!(fc.inp(), 3);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn inp(&self) -> usize {
         self.w.shape().dims()[1]
     }
 
     /// Output width.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Linear, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let l1 = Linear::new(&mut root.sub("l1")?, 3, 16, true)?;
+    /// // The next layer reads what this one writes.
+    /// let l2 = Linear::new(&mut root.sub("l2")?, l1.out(), 2, true)?;
+    /// assert_eq!((l1.out(), l2.inp()), (16, 16));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn out(&self) -> usize {
         self.w.shape().dims()[0]
     }
 
     /// `W x + b` for `x` `[in]`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, Init, ParamStore, Sequential};
+    /// use sheaf_nn::{Linear, Scope};
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let w = root.param("w", [2, 3], Init::Const(1.0))?;
+    /// let b = root.param("b", [2], Init::Const(0.5))?;
+    /// let fc = Linear::from_params(w, Some(b))?;
+    /// let mut g = Graph::new();
+    /// let x = g.input(Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]).unwrap());
+    /// let y = fc.forward(&mut g, x)?;
+    /// let y = Sequential::new().forward(&mut g, &store, y)?;
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![6.5, 6.5]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn forward(&self, g: &mut Graph, x: Expr) -> Result<Expr> {
         let w = g.param(&self.w);
         match self.b {
@@ -130,6 +194,23 @@ impl Linear {
 
 /// A lookup table `[vocab, dim]` with sparse row gradients: a lazy sparse
 /// optimizer updates only the rows a step looked up.
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let emb = Embedding::new(&mut Scope::new(&mut store, 1).sub("emb")?, 1000, 16)?;
+/// assert!(store.get("emb.table").is_some_and(|t| t.is_table()));
+/// let mut g = Graph::new();
+/// let xs = [4, 8, 15]
+///     .iter()
+///     .map(|&w| emb.forward(&mut g, w))
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let bag = g.sum(&xs)?;
+/// assert_eq!(Sequential::new().forward(&mut g, &store, bag)?.dims(), &[16]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Embedding {
     table: Param,
@@ -181,21 +262,69 @@ impl Embedding {
     }
 
     /// The table parameter.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Embedding, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let emb = Embedding::new(&mut Scope::new(&mut store, 1).sub("emb")?, 10, 4)?;
+    /// assert!(emb.table().is_table());
+    /// assert_eq!(store.name(emb.table().id())?, "emb.table");
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn table(&self) -> Param {
         self.table
     }
 
     /// Rows in the table.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Embedding, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let emb = Embedding::new(&mut Scope::new(&mut store, 1).sub("emb")?, 10, 4)?;
+    /// assert_eq!(emb.vocab(), 10);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn vocab(&self) -> usize {
         self.table.shape().dims()[0]
     }
 
     /// The vector size.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Embedding, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let emb = Embedding::new(&mut Scope::new(&mut store, 1).sub("emb")?, 10, 4)?;
+    /// assert_eq!(emb.dim(), 4);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn dim(&self) -> usize {
         self.table.shape().dims()[1]
     }
 
     /// Row `id` as `[dim]`. Errors: `id` past the table, naming both.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::Embedding;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let rows = Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0], [3, 2]).unwrap();
+    /// let emb = Embedding::from_param(store.add_table("t", rows)?)?;
+    /// let mut g = Graph::new();
+    /// let x = emb.forward(&mut g, 2)?;
+    /// let x = Sequential::new().forward(&mut g, &store, x)?;
+    /// assert_eq!(x.to_vec::<f32>().unwrap(), vec![4.0, 5.0]);
+    /// let e = emb.forward(&mut g, 3).unwrap_err();
+    /// assert!(e.to_string().contains("word id 3 is out of range for a table of 3 rows"));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn forward(&self, g: &mut Graph, id: u32) -> Result<Expr> {
         let t = g.param(&self.table);
         g.lookup(t, id)
@@ -203,6 +332,25 @@ impl Embedding {
 }
 
 /// An elementwise nonlinearity.
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+/// use sheaf_nn::Activation;
+/// use sheaf_tensor::Tensor;
+///
+/// assert_eq!(Activation::default(), Activation::Tanh);
+/// let store = ParamStore::new();
+/// let mut g = Graph::new();
+/// let x = g.input(Tensor::from_vec(vec![0.0f32], [1]).unwrap());
+/// let mut at_zero = Vec::new();
+/// for a in [Activation::Tanh, Activation::Relu, Activation::Sigmoid, Activation::Identity] {
+///     let y = a.apply(&mut g, x)?;
+///     at_zero.push(Sequential::new().forward(&mut g, &store, y)?.to_vec::<f32>().unwrap()[0]);
+/// }
+/// let want = [0.0, 0.0, 0.5, 0.0];
+/// assert!(at_zero.iter().zip(want).all(|(v, w)| (v - w).abs() < 1e-6));
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Activation {
     /// `tanh`.
@@ -218,6 +366,22 @@ pub enum Activation {
 
 impl Activation {
     /// `self(x)` on the graph.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::Activation;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let store = ParamStore::new();
+    /// let mut g = Graph::new();
+    /// let x = g.input(Tensor::from_vec(vec![-1.0f32, 0.0, 2.0], [3]).unwrap());
+    /// let y = Activation::Relu.apply(&mut g, x)?;
+    /// let y = Sequential::new().forward(&mut g, &store, y)?;
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0, 0.0, 2.0]);
+    /// // The identity adds no node.
+    /// assert_eq!(Activation::Identity.apply(&mut g, x)?, x);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn apply(self, g: &mut Graph, x: Expr) -> Result<Expr> {
         match self {
             Activation::Tanh => g.tanh(x),
@@ -231,6 +395,22 @@ impl Activation {
 /// A multilayer perceptron: `Linear` layers of the given sizes, the
 /// activation after every layer but the last, dropout (rate `dropout`, in
 /// training mode) before every layer but the first.
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+/// use sheaf_nn::prelude::*;
+/// use sheaf_tensor::Tensor;
+///
+/// let mut store = ParamStore::new();
+/// let mut scope = Scope::new(&mut store, 1);
+/// let mlp = Mlp::new(&mut scope.sub("mlp")?, &[4, 16, 3], Activation::Relu, 0.2)?;
+/// assert!(store.get("mlp.l1.w").is_some());
+/// let mut g = Graph::new();
+/// let x = g.input(Tensor::from_vec(vec![0.5f32; 4], [4]).unwrap());
+/// let y = mlp.forward(&mut g, x)?;
+/// assert_eq!(Sequential::new().forward(&mut g, &store, y)?.dims(), &[3]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Mlp {
     layers: Vec<Linear>,
@@ -242,6 +422,22 @@ impl Mlp {
     /// Layers `l0`, `l1`, ... in `scope`, mapping `sizes[0]` to
     /// `sizes[last]`. Errors: fewer than two sizes, a zero size, `dropout`
     /// outside `[0, 1)`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// Mlp::new(&mut root.sub("mlp")?, &[4, 8, 2], Activation::Tanh, 0.0)?;
+    /// let e = Mlp::new(&mut root.sub("one")?, &[4], Activation::Tanh, 0.0).unwrap_err();
+    /// assert!(e.to_string().contains("Mlp \"one\": needs an input and an output size, got [4]"));
+    /// let e = Mlp::new(&mut root.sub("p")?, &[4, 2], Activation::Tanh, 1.0).unwrap_err();
+    /// assert!(e.to_string().contains("dropout must lie in [0, 1), it is 1"));
+    /// let names = ["mlp.l0.w", "mlp.l0.b", "mlp.l1.w", "mlp.l1.b"];
+    /// assert!(names.iter().all(|n| store.get(n).is_some()) && store.len() == 4);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn new(
         scope: &mut Scope<'_>,
         sizes: &[usize],
@@ -277,12 +473,45 @@ impl Mlp {
     }
 
     /// The layers.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let mlp = Mlp::new(&mut root.sub("mlp")?, &[4, 16, 3], Activation::Tanh, 0.0)?;
+    /// let widths: Vec<_> = mlp.layers().iter().map(|l| (l.inp(), l.out())).collect();
+    /// assert_eq!(widths, vec![(4, 16), (16, 3)]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn layers(&self) -> &[Linear] {
         &self.layers
     }
 
     /// The output for `x` `[sizes[0]]`. Dropout nodes only in training
     /// mode ([`Graph::is_train`]): in evaluation they would be identities.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, GraphError, NodeId, ParamStore};
+    /// use sheaf_nn::prelude::*;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let mlp = Mlp::new(&mut root.sub("mlp")?, &[4, 8, 8, 2], Activation::Tanh, 0.5)?;
+    /// let dropouts = |train: bool| -> Result<usize, GraphError> {
+    ///     let mut g = Graph::new();
+    ///     g.set_train(train);
+    ///     let x = g.input(Tensor::from_vec(vec![1.0f32; 4], [4]).unwrap());
+    ///     let y = mlp.forward(&mut g, x)?;
+    ///     assert_eq!(g.shape(y)?.dims(), &[2]);
+    ///     Ok((0..g.len()).filter(|&i| g.op_name(NodeId::from_index(i)) == "dropout").count())
+    /// };
+    /// // Before the second and the third layer, in training only.
+    /// assert_eq!((dropouts(true)?, dropouts(false)?), (2, 0));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn forward(&self, g: &mut Graph, x: Expr) -> Result<Expr> {
         let mut h = x;
         let last = self.layers.len() - 1;

@@ -42,26 +42,148 @@ use sheaf_tensor::{DType, Device, Tensor};
 use crate::scope::{layer_path, Scope};
 
 /// What differs between the recurrent cells.
+///
+/// ```
+/// use sheaf_nn::{Cell, GruCell, LstmCell, RnnCell};
+///
+/// // Rows of `w` and the state width of a cell of hidden size `h`.
+/// fn sizes<C: Cell>(h: usize) -> (&'static str, usize, usize) {
+///     (C::NAME, C::GATES * h, C::state_width(h))
+/// }
+/// assert_eq!(sizes::<LstmCell>(8), ("Lstm", 32, 16));
+/// assert_eq!(sizes::<GruCell>(8), ("Gru", 24, 8));
+/// assert_eq!(sizes::<RnnCell>(8), ("Rnn", 8, 8));
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 pub trait Cell: Copy + std::fmt::Debug {
     /// The layer's name in messages (`"Lstm"`).
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Cell, Gru, GruCell, RecurrentConfig, Scope};
+    ///
+    /// assert_eq!(GruCell::NAME, "Gru");
+    /// let mut store = ParamStore::new();
+    /// let e = Gru::new(&mut Scope::new(&mut store, 1), 0, RecurrentConfig::new(4)).unwrap_err();
+    /// assert!(e.to_string().starts_with("Gru: input width 0"));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     const NAME: &'static str;
     /// Gate blocks of `H` rows in `w` and `u`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Cell, Lstm, LstmCell, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, RecurrentConfig::new(5))?;
+    /// assert_eq!(lstm.units()[0][0].w().shape().dims(), &[LstmCell::GATES * 5, 3]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     const GATES: usize;
     /// The state's width for hidden size `h` (`2h` for `[c | h]`).
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore};
+    /// use sheaf_nn::{Cell, Lstm, LstmCell, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, RecurrentConfig::new(5))?;
+    /// let mut g = Graph::new();
+    /// let s = lstm.zero_state(&mut g)?;
+    /// assert_eq!(LstmCell::state_width(5), 10);
+    /// assert_eq!(g.shape(s.states[0])?.dims(), &[10]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     fn state_width(h: usize) -> usize;
     /// The hidden output `h` of a state.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore};
+    /// use sheaf_nn::{Cell, GruCell, Lstm, LstmCell, RecurrentConfig, Scope};
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, RecurrentConfig::new(5))?;
+    /// let mut g = Graph::new();
+    /// let s = lstm.zero_state(&mut g)?.states[0];
+    /// let h = LstmCell::output(&mut g, s)?;
+    /// assert_eq!(g.shape(h)?.dims(), &[5]);
+    /// // A GRU's state is its output.
+    /// let s = g.input(Tensor::from_vec(vec![0.0f32; 5], [5]).unwrap());
+    /// assert_eq!(GruCell::output(&mut g, s)?, s);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     fn output(g: &mut Graph, state: Expr) -> Result<Expr>;
     /// Whether `u`'s product has a bias of its own, `b_u` `[G H]` (the
     /// GRU's `r (U_n h + b_un)` needs it inside the cell); otherwise `b`
     /// is the only bias.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Cell, Gru, GruCell, LstmCell, RecurrentConfig, Scope};
+    ///
+    /// assert_eq!((GruCell::U_BIAS, LstmCell::U_BIAS), (true, false));
+    /// let mut store = ParamStore::new();
+    /// Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 3, RecurrentConfig::new(4))?;
+    /// assert_eq!(store.get("gru.l0.fwd.b_u").unwrap().shape().dims(), &[12]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     const U_BIAS: bool = false;
     /// One step from the input part `xw = W x + b` and the previous state
     /// (`prev`: see [`Prev`]), with the unit's recurrent dropout when the
     /// graph is in training mode (see the module docs).
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::{Cell, Lstm, LstmCell, Prev, RecurrentConfig, Scope};
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, RecurrentConfig::new(4))?;
+    /// let unit = &lstm.units()[0][0];
+    /// let mut g = Graph::new();
+    /// let x = g.input(Tensor::from_vec(vec![1.0f32, 0.0, -1.0], [3]).unwrap());
+    /// // The input part W x + b, then two steps, the first from the zero state.
+    /// let (w, b) = (g.param(&unit.w()), g.param(&unit.b()));
+    /// let xw = g.affine(b, &[(w, x)])?;
+    /// let s0 = lstm.zero_state(&mut g)?.states[0];
+    /// let s1 = LstmCell::step(&mut g, unit, xw, s0, Prev::Zero)?;
+    /// let h1 = LstmCell::output(&mut g, s1)?;
+    /// let s2 = LstmCell::step(&mut g, unit, xw, s1, Prev::Output(h1))?;
+    /// assert_eq!(Sequential::new().forward(&mut g, &store, s2)?.dims(), &[8]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     fn step(g: &mut Graph, unit: &Unit, xw: Expr, state: Expr, prev: Prev) -> Result<Expr>;
 }
 
 /// What a step knows of its previous state besides the state itself.
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+/// use sheaf_nn::{Cell, Lstm, LstmCell, Prev, RecurrentConfig, Scope};
+/// use sheaf_tensor::Tensor;
+///
+/// let mut store = ParamStore::new();
+/// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, RecurrentConfig::new(4))?;
+/// let unit = &lstm.units()[0][0];
+/// let mut g = Graph::new();
+/// let x = g.input(Tensor::from_vec(vec![1.0f32, 0.0, -1.0], [3]).unwrap());
+/// let (w, b) = (g.param(&unit.w()), g.param(&unit.b()));
+/// let xw = g.affine(b, &[(w, x)])?;
+/// let s0 = lstm.zero_state(&mut g)?.states[0];
+/// let n0 = g.len();
+/// let known = LstmCell::step(&mut g, unit, xw, s0, Prev::Zero)?;
+/// let n1 = g.len();
+/// let unknown = LstmCell::step(&mut g, unit, xw, s0, Prev::Unknown)?;
+/// // The same state, without the product `U h` (and its inputs) of a zero `h`.
+/// assert!(n1 - n0 < g.len() - n1);
+/// let seq = Sequential::new();
+/// let a = seq.forward(&mut g, &store, known)?.to_vec::<f32>().unwrap();
+/// let b = seq.forward(&mut g, &store, unknown)?.to_vec::<f32>().unwrap();
+/// assert!(a.iter().zip(&b).all(|(p, q)| (p - q).abs() < 1e-6));
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Prev {
     /// It is zero ([`Recurrent::zero_state`]): the recurrent product
@@ -75,12 +197,48 @@ pub enum Prev {
 }
 
 /// The LSTM cell (see the module docs).
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::{LstmCell, Recurrent, RecurrentConfig, Scope};
+///
+/// // `Lstm` is `Recurrent<LstmCell>`.
+/// let mut store = ParamStore::new();
+/// let cfg = RecurrentConfig::new(4);
+/// let lstm = Recurrent::<LstmCell>::new(&mut Scope::new(&mut store, 1), 3, cfg)?;
+/// assert_eq!(lstm.units()[0][0].u().shape().dims(), &[16, 4]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct LstmCell;
 /// The GRU cell (see the module docs).
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::{GruCell, Recurrent, RecurrentConfig, Scope};
+///
+/// // `Gru` is `Recurrent<GruCell>`.
+/// let mut store = ParamStore::new();
+/// let cfg = RecurrentConfig::new(4);
+/// let gru = Recurrent::<GruCell>::new(&mut Scope::new(&mut store, 1), 3, cfg)?;
+/// assert_eq!(gru.units()[0][0].u().shape().dims(), &[12, 4]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct GruCell;
 /// The Elman cell (see the module docs).
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::{Recurrent, RecurrentConfig, RnnCell, Scope};
+///
+/// // `Rnn` is `Recurrent<RnnCell>`.
+/// let mut store = ParamStore::new();
+/// let cfg = RecurrentConfig::new(4);
+/// let rnn = Recurrent::<RnnCell>::new(&mut Scope::new(&mut store, 1), 3, cfg)?;
+/// assert_eq!(rnn.units()[0][0].u().shape().dims(), &[4, 4]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RnnCell;
 
@@ -215,6 +373,24 @@ fn zeros(g: &mut Graph, n: usize, what: &str) -> Result<Expr> {
 }
 
 /// The shape of a recurrent layer.
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let cfg = RecurrentConfig {
+///     layers: 2,
+///     bidirectional: true,
+///     output_dropout: 0.3,
+///     ..RecurrentConfig::new(16)
+/// };
+/// let enc = Lstm::new(&mut Scope::new(&mut store, 1).sub("enc")?, 8, cfg)?;
+/// assert_eq!(enc.output_width(), 32);
+/// // The second layer reads both directions of the first.
+/// assert_eq!(store.get("enc.l1.fwd.w").unwrap().shape().dims(), &[64, 32]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RecurrentConfig {
     /// Hidden size `H` (per direction).
@@ -263,6 +439,15 @@ pub struct RecurrentConfig {
 
 impl RecurrentConfig {
     /// One unidirectional layer of `hidden` units, no dropout.
+    ///
+    /// ```
+    /// use sheaf_nn::RecurrentConfig;
+    ///
+    /// let cfg = RecurrentConfig::new(32);
+    /// assert_eq!((cfg.hidden, cfg.layers, cfg.bidirectional), (32, 1, false));
+    /// assert_eq!([cfg.input_dropout, cfg.output_dropout, cfg.recurrent_dropout], [0.0; 3]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn new(hidden: usize) -> RecurrentConfig {
         RecurrentConfig {
             hidden,
@@ -276,6 +461,19 @@ impl RecurrentConfig {
 }
 
 /// One direction of one layer: its parameters.
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::{Lstm, RecurrentConfig, Scope};
+///
+/// let mut store = ParamStore::new();
+/// let cfg = RecurrentConfig { bidirectional: true, ..RecurrentConfig::new(4) };
+/// let lstm = Lstm::new(&mut Scope::new(&mut store, 1).sub("lstm")?, 3, cfg)?;
+/// let bwd = &lstm.units()[0][1];
+/// assert_eq!(store.name(bwd.u().id())?, "lstm.l0.bwd.u");
+/// assert_eq!(bwd.hidden(), 4);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Unit {
     w: Param,
@@ -300,32 +498,104 @@ impl Unit {
     }
 
     /// The input weight `w` `[G H, in]`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Lstm, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig::new(4);
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1).sub("lstm")?, 3, cfg)?;
+    /// let w = lstm.units()[0][0].w();
+    /// assert_eq!(w.shape().dims(), &[16, 3]);
+    /// assert_eq!(store.name(w.id())?, "lstm.l0.fwd.w");
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn w(&self) -> Param {
         self.w
     }
 
     /// The recurrent weight `u` `[G H, H]`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Gru, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 3, RecurrentConfig::new(4))?;
+    /// let u = gru.units()[0][0].u();
+    /// assert_eq!(u.shape().dims(), &[12, 4]);
+    /// assert_eq!(store.name(u.id())?, "gru.l0.fwd.u");
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn u(&self) -> Param {
         self.u
     }
 
     /// The bias `b` `[G H]` (added to the input product).
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Lstm, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig::new(4);
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1).sub("lstm")?, 3, cfg)?;
+    /// let b = lstm.units()[0][0].b();
+    /// assert_eq!(b.shape().dims(), &[16]);
+    /// assert_eq!(store.value(&b)?.to_vec::<f32>().unwrap(), vec![0.0; 16]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn b(&self) -> Param {
         self.b
     }
 
     /// The recurrent product's own bias `b_u` `[G H]` (cells with
     /// [`Cell::U_BIAS`], the GRU).
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Gru, Lstm, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 3, RecurrentConfig::new(4))?;
+    /// assert_eq!(gru.units()[0][0].b_u().unwrap().shape().dims(), &[12]);
+    /// let cfg = RecurrentConfig::new(4);
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1).sub("lstm")?, 3, cfg)?;
+    /// assert!(lstm.units()[0][0].b_u().is_none());
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn b_u(&self) -> Option<Param> {
         self.b_u
     }
 
     /// The hidden size `H`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Rnn, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let rnn = Rnn::new(&mut Scope::new(&mut store, 1), 3, RecurrentConfig::new(7))?;
+    /// assert_eq!(rnn.units()[0][0].hidden(), 7);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn hidden(&self) -> usize {
         self.u.shape().dims()[1]
     }
 
     /// The recurrent dropout rate (0: none).
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Lstm, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { recurrent_dropout: 0.25, ..RecurrentConfig::new(4) };
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, cfg)?;
+    /// assert_eq!(lstm.units()[0][0].recurrent_dropout(), 0.25);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn recurrent_dropout(&self) -> f32 {
         self.recurrent_dropout
     }
@@ -336,6 +606,21 @@ impl Unit {
     }
 
     /// `w`, `u`, `b` (and `b_u` where the cell has one).
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::{Gru, RecurrentConfig, Scope};
+    ///
+    /// let mut store = ParamStore::new();
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 3, RecurrentConfig::new(4))?;
+    /// let names: Vec<_> = gru.units()[0][0]
+    ///     .params()
+    ///     .iter()
+    ///     .map(|p| store.name(p.id()).map(str::to_string))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(names, ["gru.l0.fwd.w", "gru.l0.fwd.u", "gru.l0.fwd.b", "gru.l0.fwd.b_u"]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn params(&self) -> Vec<Param> {
         [self.w, self.u, self.b]
             .into_iter()
@@ -351,6 +636,25 @@ impl Unit {
 }
 
 /// A recurrent layer of cell `C`: [`Lstm`], [`Gru`] or [`Rnn`].
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+/// use sheaf_nn::prelude::*;
+/// use sheaf_tensor::Tensor;
+///
+/// let mut store = ParamStore::new();
+/// let rnn = Rnn::new(&mut Scope::new(&mut store, 1).sub("rnn")?, 2, RecurrentConfig::new(3))?;
+/// let mut g = Graph::new();
+/// let xs: Vec<_> = (0..4)
+///     .map(|t| g.input(Tensor::from_vec(vec![t as f32, 1.0], [2]).unwrap()))
+///     .collect();
+/// let hs = rnn.transduce(&mut g, &xs)?;
+/// assert_eq!(hs.len(), 4);
+/// let last = Sequential::new().forward(&mut g, &store, hs[3])?.to_vec::<f32>().unwrap();
+/// // Elman: h = tanh(...), in (-1, 1).
+/// assert!(last.len() == 3 && last.iter().all(|v| v.abs() < 1.0));
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Recurrent<C: Cell> {
     cfg: RecurrentConfig,
@@ -361,13 +665,68 @@ pub struct Recurrent<C: Cell> {
 }
 
 /// LSTM layers (see the module docs for the gates and weight layout).
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore};
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let lstm = Lstm::new(&mut Scope::new(&mut store, 1).sub("lstm")?, 3, RecurrentConfig::new(4))?;
+/// // Four gate blocks; the state is [c | h].
+/// assert_eq!(store.get("lstm.l0.fwd.w").unwrap().shape().dims(), &[16, 3]);
+/// let mut g = Graph::new();
+/// let s = lstm.zero_state(&mut g)?;
+/// assert_eq!(g.shape(s.states[0])?.dims(), &[8]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 pub type Lstm = Recurrent<LstmCell>;
 /// GRU layers, PyTorch's `GRUCell` equations.
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore};
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 3, RecurrentConfig::new(4))?;
+/// // Three gate blocks and a second bias; the state is h.
+/// assert_eq!(store.get("gru.l0.fwd.w").unwrap().shape().dims(), &[12, 3]);
+/// assert!(store.get("gru.l0.fwd.b_u").is_some());
+/// let mut g = Graph::new();
+/// let s = gru.zero_state(&mut g)?;
+/// assert_eq!(g.shape(s.states[0])?.dims(), &[4]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 pub type Gru = Recurrent<GruCell>;
 /// Elman RNN layers.
+///
+/// ```
+/// use sheaf_autodiff::ParamStore;
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let rnn = Rnn::new(&mut Scope::new(&mut store, 1).sub("rnn")?, 3, RecurrentConfig::new(4))?;
+/// assert_eq!(rnn.params().len(), 3);
+/// assert_eq!(store.get("rnn.l0.fwd.w").unwrap().shape().dims(), &[4, 3]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 pub type Rnn = Recurrent<RnnCell>;
 
 /// Per-layer (and per-direction) states: `states[layer * dirs + dir]`.
+///
+/// ```
+/// use sheaf_autodiff::{Graph, ParamStore};
+/// use sheaf_nn::prelude::*;
+///
+/// let mut store = ParamStore::new();
+/// let cfg = RecurrentConfig { layers: 2, bidirectional: true, ..RecurrentConfig::new(4) };
+/// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 3, cfg)?;
+/// let mut g = Graph::new();
+/// let s = lstm.zero_state(&mut g)?;
+/// // states[layer * 2 + direction], each [c | h].
+/// assert_eq!(s.states.len(), 4);
+/// assert_eq!(g.shape(s.states[3])?.dims(), &[8]);
+/// # Ok::<(), sheaf_autodiff::GraphError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct State {
     /// The states, the first layer's first.
@@ -381,6 +740,23 @@ pub struct State {
 
 impl State {
     /// Given states (`states[layer * dirs + dir]`).
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::prelude::*;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1), 2, RecurrentConfig::new(3))?;
+    /// let mut g = Graph::new();
+    /// // Start from a given state (e.g. an encoder's last output).
+    /// let h0 = g.input(Tensor::from_vec(vec![0.5f32, -0.5, 0.0], [3]).unwrap());
+    /// let x = g.input(Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap());
+    /// let s1 = gru.step(&mut g, &State::new(vec![h0]), x)?;
+    /// let h1 = gru.output(&mut g, &s1)?;
+    /// assert_eq!(Sequential::new().forward(&mut g, &store, h1)?.dims(), &[3]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn new(states: Vec<Expr>) -> State {
         State {
             states,
@@ -401,6 +777,21 @@ impl<C: Cell> Recurrent<C> {
     /// Layers `l0`, `l1`, ... (directions `fwd`, `bwd` when bidirectional)
     /// in `scope`, reading inputs of width `inp`. Errors: zero sizes or
     /// layers, dropout outside `[0, 1)`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { layers: 2, ..RecurrentConfig::new(8) };
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1).sub("lstm")?, 4, cfg)?;
+    /// assert_eq!(lstm.params().len(), 6);
+    /// assert_eq!(store.get("lstm.l1.fwd.w").unwrap().shape().dims(), &[32, 8]);
+    /// let bad = RecurrentConfig { recurrent_dropout: 1.0, ..RecurrentConfig::new(8) };
+    /// let e = Lstm::new(&mut Scope::new(&mut store, 1).sub("x")?, 4, bad).unwrap_err();
+    /// assert!(e.to_string().contains("Lstm: recurrent dropout must lie in [0, 1), it is 1"));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn new(scope: &mut Scope<'_>, inp: usize, cfg: RecurrentConfig) -> Result<Self> {
         let bad = |what: String| Err(GraphError::Params(format!("{}: {what}", C::NAME)));
         if inp == 0 || cfg.hidden == 0 || cfg.layers == 0 {
@@ -447,21 +838,76 @@ impl<C: Cell> Recurrent<C> {
     }
 
     /// The configuration.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { bidirectional: true, ..RecurrentConfig::new(8) };
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1), 4, cfg)?;
+    /// assert_eq!(gru.config(), cfg);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn config(&self) -> RecurrentConfig {
         self.cfg
     }
 
     /// Every parameter, layer by layer and direction by direction.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { layers: 2, bidirectional: true, ..RecurrentConfig::new(8) };
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1), 4, cfg)?;
+    /// // w, u, b, b_u per layer and direction.
+    /// assert_eq!(gru.params().len(), 2 * 2 * 4);
+    /// let sizes = gru.params().into_iter().map(|p| p.shape().dims().iter().product::<usize>());
+    /// assert_eq!(sizes.sum::<usize>(), 2 * (24 * 4 + 24 * 8 + 48) + 2 * (24 * 16 + 24 * 8 + 48));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn params(&self) -> Vec<Param> {
         self.units.iter().flatten().flat_map(Unit::params).collect()
     }
 
     /// `units()[layer][direction]`.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { layers: 3, bidirectional: true, ..RecurrentConfig::new(8) };
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 4, cfg)?;
+    /// assert_eq!(lstm.units().len(), 3);
+    /// assert!(lstm.units().iter().all(|layer| layer.len() == 2));
+    /// // Layers above the first read both directions.
+    /// assert_eq!(lstm.units()[1][0].w().shape().dims(), &[32, 16]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn units(&self) -> &[Vec<Unit>] {
         &self.units
     }
 
     /// The width of each position's output: `H`, or `2H` bidirectional.
+    ///
+    /// ```
+    /// use sheaf_autodiff::ParamStore;
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let uni = Lstm::new(&mut root.sub("uni")?, 4, RecurrentConfig::new(8))?;
+    /// let cfg = RecurrentConfig { bidirectional: true, ..RecurrentConfig::new(8) };
+    /// let bi = Lstm::new(&mut root.sub("bi")?, 4, cfg)?;
+    /// assert_eq!((uni.output_width(), bi.output_width()), (8, 16));
+    /// // The layer on top reads that width.
+    /// let out = Linear::new(&mut root.sub("out")?, bi.output_width(), 2, true)?;
+    /// assert_eq!(out.inp(), 16);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn output_width(&self) -> usize {
         self.cfg.hidden * self.dirs()
     }
@@ -475,6 +921,21 @@ impl<C: Cell> Recurrent<C> {
     }
 
     /// Zero states for every layer and direction.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { layers: 2, ..RecurrentConfig::new(8) };
+    /// let lstm = Lstm::new(&mut Scope::new(&mut store, 1), 4, cfg)?;
+    /// let mut g = Graph::new();
+    /// let s = lstm.zero_state(&mut g)?;
+    /// assert_eq!(s.states.len(), 2);
+    /// let c_h = Sequential::new().forward(&mut g, &store, s.states[1])?;
+    /// assert_eq!(c_h.to_vec::<f32>().unwrap(), vec![0.0; 16]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn zero_state(&self, g: &mut Graph) -> Result<State> {
         let width = C::state_width(self.cfg.hidden);
         let zeros = Tensor::zeros([width], DType::F32, Device::Cpu).map_err(|source| {
@@ -494,6 +955,26 @@ impl<C: Cell> Recurrent<C> {
 
     /// The top layer's output `h` of `state` (unidirectional layers),
     /// without output dropout (apply [`Graph::dropout`] where wanted).
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore};
+    /// use sheaf_nn::prelude::*;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let lstm = Lstm::new(&mut root.sub("lstm")?, 2, RecurrentConfig::new(3))?;
+    /// let mut g = Graph::new();
+    /// let s = lstm.zero_state(&mut g)?;
+    /// let h = lstm.output(&mut g, &s)?;
+    /// assert_eq!(g.shape(h)?.dims(), &[3]);
+    /// let cfg = RecurrentConfig { bidirectional: true, ..RecurrentConfig::new(3) };
+    /// let bi = Lstm::new(&mut root.sub("bi")?, 2, cfg)?;
+    /// let s = bi.zero_state(&mut g)?;
+    /// let e = bi.output(&mut g, &s).unwrap_err();
+    /// let want = "Lstm \"bi\": a bidirectional layer's outputs come from transduce";
+    /// assert!(e.to_string().contains(want));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn output(&self, g: &mut Graph, state: &State) -> Result<Expr> {
         if self.cfg.bidirectional {
             return Err(GraphError::Params(format!(
@@ -512,6 +993,39 @@ impl<C: Cell> Recurrent<C> {
     /// [`Recurrent::output`]). Errors: a bidirectional layer (it needs the
     /// whole sequence: use [`Recurrent::transduce`]), a state of another
     /// layer count, an input of the wrong width.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::prelude::*;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let cfg = RecurrentConfig { layers: 2, ..RecurrentConfig::new(4) };
+    /// let lstm = Lstm::new(&mut root.sub("lstm")?, 2, cfg)?;
+    /// let cfg = RecurrentConfig { bidirectional: true, ..RecurrentConfig::new(4) };
+    /// let bi = Lstm::new(&mut root.sub("bi")?, 2, cfg)?;
+    /// let mut g = Graph::new();
+    /// let xs: Vec<_> = (0..3)
+    ///     .map(|t| g.input(Tensor::from_vec(vec![t as f32, 1.0], [2]).unwrap()))
+    ///     .collect();
+    /// // Step by step (as a decoder feeding back its outputs would) ...
+    /// let mut state = lstm.zero_state(&mut g)?;
+    /// for &x in &xs {
+    ///     state = lstm.step(&mut g, &state, x)?;
+    /// }
+    /// let h = lstm.output(&mut g, &state)?;
+    /// // ... is what transduce computes over the whole sequence.
+    /// let hs = lstm.transduce(&mut g, &xs)?;
+    /// let seq = Sequential::new();
+    /// let a = seq.forward(&mut g, &store, h)?.to_vec::<f32>().unwrap();
+    /// let b = seq.forward(&mut g, &store, hs[2])?.to_vec::<f32>().unwrap();
+    /// assert!(a.iter().zip(&b).all(|(p, q)| (p - q).abs() < 1e-6));
+    /// let s = bi.zero_state(&mut g)?;
+    /// let e = bi.step(&mut g, &s, xs[0]).unwrap_err();
+    /// assert!(e.to_string().contains("not step by step"));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn step(&self, g: &mut Graph, state: &State, x: Expr) -> Result<State> {
         if self.cfg.bidirectional {
             return Err(GraphError::Params(format!(
@@ -541,6 +1055,25 @@ impl<C: Cell> Recurrent<C> {
 
     /// The top layer's outputs at every position of `xs` (each `[in]`),
     /// from zero states.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::prelude::*;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let cfg = RecurrentConfig { bidirectional: true, ..RecurrentConfig::new(4) };
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 2, cfg)?;
+    /// let mut g = Graph::new();
+    /// let xs: Vec<_> = (0..5)
+    ///     .map(|t| g.input(Tensor::from_vec(vec![t as f32, 1.0], [2]).unwrap()))
+    ///     .collect();
+    /// let hs = gru.transduce(&mut g, &xs)?;
+    /// // One output per position, both directions concatenated.
+    /// assert_eq!(hs.len(), 5);
+    /// assert_eq!(Sequential::new().forward(&mut g, &store, hs[0])?.dims(), &[8]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn transduce(&self, g: &mut Graph, xs: &[Expr]) -> Result<Vec<Expr>> {
         let init = self.zero_state(g)?;
         self.transduce_from(g, xs, &init)
@@ -550,6 +1083,33 @@ impl<C: Cell> Recurrent<C> {
     /// backward direction starts its run at the last position). Errors:
     /// an empty sequence, an input of the wrong width (naming the layer,
     /// the position and both widths), a state of another layer count.
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, ParamStore, Sequential};
+    /// use sheaf_nn::prelude::*;
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let gru = Gru::new(&mut Scope::new(&mut store, 1).sub("gru")?, 2, RecurrentConfig::new(3))?;
+    /// let mut g = Graph::new();
+    /// let h0 = g.input(Tensor::from_vec(vec![0.1f32, 0.2, 0.3], [3]).unwrap());
+    /// let init = State::new(vec![h0]);
+    /// let xs: Vec<_> = (0..3)
+    ///     .map(|t| g.input(Tensor::from_vec(vec![t as f32, 1.0], [2]).unwrap()))
+    ///     .collect();
+    /// let hs = gru.transduce_from(&mut g, &xs, &init)?;
+    /// assert_eq!(Sequential::new().forward(&mut g, &store, hs[2])?.dims(), &[3]);
+    /// // Errors name the layer, the position and both widths.
+    /// let wide = g.input(Tensor::from_vec(vec![0.0f32; 3], [3]).unwrap());
+    /// let e = gru.transduce_from(&mut g, &[xs[0], wide], &init).unwrap_err();
+    /// let want = "Gru \"gru\": the input at position 1 has shape [3], the layer reads [2]";
+    /// assert!(e.to_string().contains(want));
+    /// let e = gru.transduce_from(&mut g, &[], &init).unwrap_err();
+    /// assert!(e.to_string().contains("an empty sequence"));
+    /// let e = gru.transduce_from(&mut g, &xs, &State::new(vec![])).unwrap_err();
+    /// assert!(e.to_string().contains("a state of 0 layer(s) x direction(s), this layer has 1"));
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
     pub fn transduce_from(&self, g: &mut Graph, xs: &[Expr], init: &State) -> Result<Vec<Expr>> {
         if xs.is_empty() {
             return Err(GraphError::Params(format!(
