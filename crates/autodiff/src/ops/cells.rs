@@ -10,7 +10,8 @@
 //! first, then the hidden state), so one node carries both outputs and a
 //! cell feeds the next with a single argument. A batch of states is
 //! `[b, 2H]`, the halves side by side in each row, and the cells run on
-//! that layout ([`sheaf_tensor::StateCellOps`]): the CPU kernels read and
+//! that layout ([`sheaf_tensor::StateCellOps`], cells described in
+//! [`sheaf_tensor::cell`]): the CPU kernels read and
 //! write the halves where they lie; a backend whose kernels take separate
 //! `[b, H]` blocks copies them out and back (one column copy each, none for
 //! a batch of one). Every cell saves its activated gates (`[kH]`) as the
@@ -21,7 +22,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Backend, DType, Shape, Tensor, TensorError, TensorMut};
+use sheaf_tensor::{Backend, CellSpec, DType, Shape, Tensor, TensorError, TensorMut};
 
 use crate::error::{GraphError, Result};
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -162,7 +163,7 @@ impl Op for LstmCell {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        be.lstm_fwd_states(gates, prev, act, cx.out)
+        be.cell_fwd_states(CellSpec::LSTM, &[gates, prev], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
@@ -187,7 +188,13 @@ impl Op for LstmCell {
         let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
         // The previous h enters only through the gates: its half gets nothing.
         let dprev = dprev.as_mut().map(|d| d.reborrow());
-        be.lstm_bwd_states(act, prev, out, dout, dg, dprev, write)
+        be.cell_bwd_states(
+            CellSpec::LSTM,
+            &[act, prev, out, dout],
+            dg,
+            &mut [dprev],
+            write,
+        )
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i < 2
@@ -224,7 +231,8 @@ impl Op for GruCell {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        cx.backend.gru_fwd(xw, hu, h_prev, act, cx.out)
+        cx.backend
+            .cell_fwd(CellSpec::GRU, &[xw, hu, h_prev], &mut [act, cx.out])
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let be = cx.backend;
@@ -242,7 +250,8 @@ impl Op for GruCell {
         let dxw = grad_or_scratch(be, dxw, &mut s1, xw.shape())?;
         let dhu = grad_or_scratch(be, dhu, &mut s2, hu.shape())?;
         let dh_prev = grad_or_scratch(be, dh_prev, &mut s3, h_prev.shape())?;
-        be.gru_bwd(act, hu, h_prev, cx.dout, dxw, dhu, dh_prev)
+        let ins = [act, hu, h_prev, cx.dout];
+        be.cell_bwd(CellSpec::GRU, &ins, &mut [dxw, dhu, dh_prev])
     }
 }
 
@@ -273,12 +282,14 @@ impl Op for TreeLstmLeaf {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let cell = CellSpec::TREE_LSTM_LEAF.with_dropout(cx.attr != 0);
         if cx.attr == 0 {
-            return be.tree_lstm_leaf_fwd_states(gates, act, cx.out);
+            return be.cell_fwd_states(cell, &[gates], act, cx.out);
         }
         let (b, h) = (cx.out.num_rows(), cx.out.row_len() / 2);
         let mask = rd_mask(self.name(), cx.attr, cx.train, cx.seeds, b, h)?;
-        be.tree_lstm_leaf_rd_fwd_states(gates, &mask.to_device(be.device())?, act, cx.out)
+        let mask = mask.to_device(be.device())?;
+        be.cell_fwd_states(cell, &[gates, &mask], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
@@ -287,11 +298,8 @@ impl Op for TreeLstmLeaf {
         let [Some(dgates)] = cx.dargs.as_mut_slice() else {
             return Ok(());
         };
-        if attr == 0 {
-            be.tree_lstm_leaf_bwd_states(act, out, dout, dgates.reborrow(), write)
-        } else {
-            be.tree_lstm_leaf_rd_bwd_states(act, out, dout, dgates.reborrow(), write)
-        }
+        let cell = CellSpec::TREE_LSTM_LEAF.with_dropout(attr != 0);
+        be.cell_bwd_states(cell, &[act, out, dout], dgates.reborrow(), &mut [], write)
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i == 0
@@ -373,13 +381,14 @@ impl Op for TreeLstmNode {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let cell = CellSpec::TREE_LSTM_NODE.with_dropout(cx.attr != 0);
         if cx.attr == 0 {
-            return be.tree_lstm_node_fwd_states(gates, left, right, act, cx.out);
+            return be.cell_fwd_states(cell, &[gates, left, right], act, cx.out);
         }
         let (b, h) = (cx.out.num_rows(), cx.out.row_len() / 2);
         let mask = rd_mask(self.name(), cx.attr, cx.train, cx.seeds, b, h)?;
         let mask = mask.to_device(be.device())?;
-        be.tree_lstm_node_rd_fwd_states(gates, &mask, left, right, act, cx.out)
+        be.cell_fwd_states(cell, &[gates, &mask, left, right], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let (be, out, dout) = (cx.backend, cx.out, cx.dout);
@@ -405,11 +414,9 @@ impl Op for TreeLstmNode {
         // The children's h enter only through the gates.
         let dl = dleft.as_mut().map(|d| d.reborrow());
         let dr = dright.as_mut().map(|d| d.reborrow());
-        if attr == 0 {
-            be.tree_lstm_node_bwd_states(act, left, right, out, dout, dg, dl, dr, write)
-        } else {
-            be.tree_lstm_node_rd_bwd_states(act, left, right, out, dout, dg, dl, dr, write)
-        }
+        let cell = CellSpec::TREE_LSTM_NODE.with_dropout(attr != 0);
+        let ins = [act, left, right, out, dout];
+        be.cell_bwd_states(cell, &ins, dg, &mut [dl, dr], write)
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i < 3
