@@ -148,270 +148,142 @@ macro_rules! cpu {
     }};
 }
 
+const fn form(
+    ins: &'static [Arg],
+    outs: &'static [Arg],
+    plain: Kernel,
+    dropout: Option<Kernel>,
+) -> Form {
+    Form {
+        ins,
+        outs,
+        plain,
+        dropout,
+    }
+}
+
+const fn kernel(op: &'static str, cuda: &'static str, cpu: CpuKernel) -> Kernel {
+    Kernel { op, cpu, cuda }
+}
+
+const fn blocks(name: &'static str, k: usize) -> Arg {
+    arg(name, Role::Blocks(k))
+}
+
+const fn child(name: &'static str) -> Arg {
+    arg(name, Role::Child)
+}
+
+// The descriptions are tables: one argument list or kernel per line.
+
 /// LSTM, gates `[i, f, o, u]`: `c = s(i) t(u) + s(f) c_prev`,
 /// `h = s(o) tanh(c)`.
+#[rustfmt::skip]
 pub static LSTM: CellDesc = CellDesc {
     name: "lstm",
     gates: &["i", "f", "o", "u"],
-    fwd: Form {
-        ins: &[arg("gates", Role::Blocks(4)), arg("c_prev", Role::Anchor)],
-        outs: &[ACT, state("c"), state("h")],
-        plain: Kernel {
-            op: "lstm_fwd",
-            cpu: cpu!(|k, h, _, [g, cp], [a, c, hh]| k.lstm_fwd(g, cp, h, a, c, hh)),
-            cuda: "lstm_fwd",
-        },
-        dropout: None,
-    },
-    bwd: Form {
-        ins: &[
-            ACT,
-            arg("c_prev", Role::Anchor),
-            state("c"),
-            state("dc"),
-            state("dh"),
-        ],
-        outs: &[arg("dgates", Role::Blocks(4)), state("dc_prev")],
-        plain: Kernel {
-            op: "lstm_bwd",
-            cpu: cpu!(
-                |k, h, _, [a, cp, c, dc, dh], [dg, dcp]| k.lstm_bwd(a, cp, c, dc, dh, h, dg, dcp)
-            ),
-            cuda: "lstm_bwd",
-        },
-        dropout: None,
-    },
-    fwd_states: Some(Form {
-        ins: &[arg("gates", Role::Blocks(4)), arg("prev", Role::Child)],
-        outs: &[ACT, STATES],
-        plain: Kernel {
-            op: "lstm_fwd",
-            cpu: cpu!(|k, h, _, [g, p], [a, s]| k.lstm_fwd_states(g, p, h, a, s)),
-            cuda: "",
-        },
-        dropout: None,
-    }),
-    bwd_states: Some(Form {
-        ins: &[ACT, arg("prev", Role::Child), STATES, DSTATES],
-        outs: &[arg("dgates", Role::Blocks(4)), arg("dprev", Role::Child)],
-        plain: Kernel {
-            op: "lstm_bwd",
-            cpu: cpu!(
-                |k, h, w, [a, p, s, ds], [dg, dp]| k.lstm_bwd_states(a, p, s, ds, h, dg, dp, w)
-            ),
-            cuda: "",
-        },
-        dropout: None,
-    }),
+    fwd: form(&[blocks("gates", 4), arg("c_prev", Role::Anchor)], &[ACT, state("c"), state("h")],
+        kernel("lstm_fwd", "lstm_fwd",
+            cpu!(|k, h, _, [g, cp], [a, c, hh]| k.lstm_fwd(g, cp, h, a, c, hh))),
+        None),
+    bwd: form(&[ACT, arg("c_prev", Role::Anchor), state("c"), state("dc"), state("dh")],
+        &[blocks("dgates", 4), state("dc_prev")],
+        kernel("lstm_bwd", "lstm_bwd",
+            cpu!(|k, h, _, [a, cp, c, dc, dh], [dg, dcp]| k.lstm_bwd(a, cp, c, dc, dh, h, dg, dcp))),
+        None),
+    fwd_states: Some(form(&[blocks("gates", 4), child("prev")], &[ACT, STATES],
+        kernel("lstm_fwd", "", cpu!(|k, h, _, [g, p], [a, s]| k.lstm_fwd_states(g, p, h, a, s))),
+        None)),
+    bwd_states: Some(form(&[ACT, child("prev"), STATES, DSTATES],
+        &[blocks("dgates", 4), child("dprev")],
+        kernel("lstm_bwd", "",
+            cpu!(|k, h, w, [a, p, s, ds], [dg, dp]| k.lstm_bwd_states(a, p, s, ds, h, dg, dp, w))),
+        None)),
 };
 
 /// GRU, PyTorch convention: `xw = W x + b_w`, `hu = U h_prev + b_u`, both
 /// `[r, z, n]`; `r = s(xw_r + hu_r)`, `z = s(xw_z + hu_z)`,
 /// `n = tanh(xw_n + r hu_n)`, `h = (1 - z) n + z h_prev`. No memory cell,
 /// hence no states form.
+#[rustfmt::skip]
 pub static GRU: CellDesc = CellDesc {
     name: "gru",
     gates: &["r", "z", "n"],
-    fwd: Form {
-        ins: &[
-            arg("xw", Role::Blocks(3)),
-            arg("hu", Role::Blocks(3)),
-            arg("h_prev", Role::Anchor),
-        ],
-        outs: &[ACT, state("h")],
-        plain: Kernel {
-            op: "gru_fwd",
-            cpu: cpu!(|k, h, _, [x, u, hp], [a, hh]| k.gru_fwd(x, u, hp, h, a, hh)),
-            cuda: "gru_fwd",
-        },
-        dropout: None,
-    },
-    bwd: Form {
-        ins: &[
-            ACT,
-            arg("hu", Role::Blocks(3)),
-            arg("h_prev", Role::Anchor),
-            state("dh"),
-        ],
-        outs: &[
-            arg("dxw", Role::Blocks(3)),
-            arg("dhu", Role::Blocks(3)),
-            state("dh_prev"),
-        ],
-        plain: Kernel {
-            op: "gru_bwd",
-            cpu: cpu!(
-                |k, h, _, [a, u, hp, dh], [dx, du, dhp]| k.gru_bwd(a, u, hp, dh, h, dx, du, dhp)
-            ),
-            cuda: "gru_bwd",
-        },
-        dropout: None,
-    },
+    fwd: form(&[blocks("xw", 3), blocks("hu", 3), arg("h_prev", Role::Anchor)], &[ACT, state("h")],
+        kernel("gru_fwd", "gru_fwd",
+            cpu!(|k, h, _, [x, u, hp], [a, hh]| k.gru_fwd(x, u, hp, h, a, hh))),
+        None),
+    bwd: form(&[ACT, blocks("hu", 3), arg("h_prev", Role::Anchor), state("dh")],
+        &[blocks("dxw", 3), blocks("dhu", 3), state("dh_prev")],
+        kernel("gru_bwd", "gru_bwd",
+            cpu!(|k, h, _, [a, u, hp, dh], [dx, du, dhp]| k.gru_bwd(a, u, hp, dh, h, dx, du, dhp))),
+        None),
     fwd_states: None,
     bwd_states: None,
 };
 
 /// Tree-LSTM leaf, gates `[i, o, u]`: `c = s(i) t(u)` (times the mask
 /// with recurrent dropout), `h = s(o) tanh(c)`.
+#[rustfmt::skip]
 pub static TREE_LSTM_LEAF: CellDesc = CellDesc {
     name: "tree_lstm_leaf",
     gates: &["i", "o", "u"],
-    fwd: Form {
-        ins: &[arg("gates", Role::Blocks(3)), MASK],
-        outs: &[ACT, arg("c", Role::Anchor), state("h")],
-        plain: Kernel {
-            op: "tree_lstm_leaf_fwd",
-            cpu: cpu!(|k, h, _, [g], [a, c, hh]| k.tree_lstm_leaf_fwd(g, h, a, c, hh)),
-            cuda: "tree_lstm_leaf_fwd",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_leaf_rd_fwd",
-            cpu: cpu!(|k, h, _, [g, m], [a, c, hh]| k.tree_lstm_leaf_rd_fwd(g, m, h, a, c, hh)),
-            cuda: "tree_lstm_leaf_rd_fwd",
-        }),
-    },
-    bwd: Form {
-        ins: &[ACT, arg("c", Role::Anchor), state("dc"), state("dh")],
-        outs: &[arg("dgates", Role::Blocks(3))],
-        plain: Kernel {
-            op: "tree_lstm_leaf_bwd",
-            cpu: cpu!(|k, h, _, [a, c, dc, dh], [dg]| k.tree_lstm_leaf_bwd(a, c, dc, dh, h, dg)),
-            cuda: "tree_lstm_leaf_bwd",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_leaf_rd_bwd",
-            cpu: cpu!(|k, h, _, [a, c, dc, dh], [dg]| k.tree_lstm_leaf_rd_bwd(a, c, dc, dh, h, dg)),
-            cuda: "tree_lstm_leaf_rd_bwd",
-        }),
-    },
-    fwd_states: Some(Form {
-        ins: &[arg("gates", Role::Blocks(3)), MASK],
-        outs: &[ACT, STATES],
-        plain: Kernel {
-            op: "tree_lstm_leaf_fwd",
-            cpu: cpu!(|k, h, _, [g], [a, s]| k.tree_lstm_leaf_fwd_states(g, h, a, s)),
-            cuda: "",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_leaf_rd_fwd",
-            cpu: cpu!(|k, h, _, [g, m], [a, s]| k.tree_lstm_leaf_rd_fwd_states(g, m, h, a, s)),
-            cuda: "",
-        }),
-    }),
-    bwd_states: Some(Form {
-        ins: &[ACT, STATES, DSTATES],
-        outs: &[arg("dgates", Role::Blocks(3))],
-        plain: Kernel {
-            op: "tree_lstm_leaf_bwd",
-            cpu: cpu!(|k, h, w, [a, s, ds], [dg]| k.tree_lstm_leaf_bwd_states(a, s, ds, h, dg, w)),
-            cuda: "",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_leaf_rd_bwd",
-            cpu: cpu!(
-                |k, h, w, [a, s, ds], [dg]| k.tree_lstm_leaf_rd_bwd_states(a, s, ds, h, dg, w)
-            ),
-            cuda: "",
-        }),
-    }),
+    fwd: form(&[blocks("gates", 3), MASK], &[ACT, arg("c", Role::Anchor), state("h")],
+        kernel("tree_lstm_leaf_fwd", "tree_lstm_leaf_fwd",
+            cpu!(|k, h, _, [g], [a, c, hh]| k.tree_lstm_leaf_fwd(g, h, a, c, hh))),
+        Some(kernel("tree_lstm_leaf_rd_fwd", "tree_lstm_leaf_rd_fwd",
+            cpu!(|k, h, _, [g, m], [a, c, hh]| k.tree_lstm_leaf_rd_fwd(g, m, h, a, c, hh))))),
+    bwd: form(&[ACT, arg("c", Role::Anchor), state("dc"), state("dh")], &[blocks("dgates", 3)],
+        kernel("tree_lstm_leaf_bwd", "tree_lstm_leaf_bwd",
+            cpu!(|k, h, _, [a, c, dc, dh], [dg]| k.tree_lstm_leaf_bwd(a, c, dc, dh, h, dg))),
+        Some(kernel("tree_lstm_leaf_rd_bwd", "tree_lstm_leaf_rd_bwd",
+            cpu!(|k, h, _, [a, c, dc, dh], [dg]| k.tree_lstm_leaf_rd_bwd(a, c, dc, dh, h, dg))))),
+    fwd_states: Some(form(&[blocks("gates", 3), MASK], &[ACT, STATES],
+        kernel("tree_lstm_leaf_fwd", "",
+            cpu!(|k, h, _, [g], [a, s]| k.tree_lstm_leaf_fwd_states(g, h, a, s))),
+        Some(kernel("tree_lstm_leaf_rd_fwd", "",
+            cpu!(|k, h, _, [g, m], [a, s]| k.tree_lstm_leaf_rd_fwd_states(g, m, h, a, s)))))),
+    bwd_states: Some(form(&[ACT, STATES, DSTATES], &[blocks("dgates", 3)],
+        kernel("tree_lstm_leaf_bwd", "",
+            cpu!(|k, h, w, [a, s, ds], [dg]| k.tree_lstm_leaf_bwd_states(a, s, ds, h, dg, w))),
+        Some(kernel("tree_lstm_leaf_rd_bwd", "",
+            cpu!(|k, h, w, [a, s, ds], [dg]| k.tree_lstm_leaf_rd_bwd_states(a, s, ds, h, dg, w)))))),
 };
 
 /// Binary Tree-LSTM internal node, gates `[i, f_l, f_r, o, u]`:
 /// `c = s(i) t(u) + s(f_l) c_l + s(f_r) c_r` (the candidate `s(i) t(u)`
 /// times the mask with recurrent dropout), `h = s(o) tanh(c)`.
+#[rustfmt::skip]
 pub static TREE_LSTM_NODE: CellDesc = CellDesc {
     name: "tree_lstm_node",
     gates: &["i", "f_l", "f_r", "o", "u"],
-    fwd: Form {
-        ins: &[
-            arg("gates", Role::Blocks(5)),
-            MASK,
-            arg("c_l", Role::Anchor),
-            arg("c_r", Role::Same),
-        ],
-        outs: &[ACT, state("c"), state("h")],
-        plain: Kernel {
-            op: "tree_lstm_node_fwd",
-            cpu: cpu!(|k, h, _, [g, l, r], [a, c, hh]| k.tree_lstm_node_fwd(g, l, r, h, a, c, hh)),
-            cuda: "tree_lstm_node_fwd",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_node_rd_fwd",
-            cpu: cpu!(|k, h, _, [g, m, l, r], [a, c, hh]| k
-                .tree_lstm_node_rd_fwd(g, m, l, r, h, a, c, hh)),
-            cuda: "tree_lstm_node_rd_fwd",
-        }),
-    },
-    bwd: Form {
-        ins: &[
-            ACT,
-            arg("c_l", Role::Anchor),
-            arg("c_r", Role::Same),
-            state("c"),
-            state("dc"),
-            state("dh"),
-        ],
-        outs: &[arg("dgates", Role::Blocks(5)), state("dc_l"), state("dc_r")],
-        plain: Kernel {
-            op: "tree_lstm_node_bwd",
-            cpu: cpu!(|k, h, _, [a, l, r, c, dc, dh], [dg, dl, dr]| k
-                .tree_lstm_node_bwd(a, l, r, c, dc, dh, h, dg, dl, dr)),
-            cuda: "tree_lstm_node_bwd",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_node_rd_bwd",
-            cpu: cpu!(|k, h, _, [a, l, r, c, dc, dh], [dg, dl, dr]| k
-                .tree_lstm_node_rd_bwd(a, l, r, c, dc, dh, h, dg, dl, dr)),
-            cuda: "tree_lstm_node_rd_bwd",
-        }),
-    },
-    fwd_states: Some(Form {
-        ins: &[
-            arg("gates", Role::Blocks(5)),
-            MASK,
-            arg("left", Role::Child),
-            arg("right", Role::Child),
-        ],
-        outs: &[ACT, STATES],
-        plain: Kernel {
-            op: "tree_lstm_node_fwd",
-            cpu: cpu!(|k, h, _, [g, l, r], [a, s]| k.tree_lstm_node_fwd_states(g, l, r, h, a, s)),
-            cuda: "",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_node_rd_fwd",
-            cpu: cpu!(
-                |k, h, _, [g, m, l, r], [a, s]| k.tree_lstm_node_rd_fwd_states(g, m, l, r, h, a, s)
-            ),
-            cuda: "",
-        }),
-    }),
-    bwd_states: Some(Form {
-        ins: &[
-            ACT,
-            arg("left", Role::Child),
-            arg("right", Role::Child),
-            STATES,
-            DSTATES,
-        ],
-        outs: &[
-            arg("dgates", Role::Blocks(5)),
-            arg("dleft", Role::Child),
-            arg("dright", Role::Child),
-        ],
-        plain: Kernel {
-            op: "tree_lstm_node_bwd",
-            cpu: cpu!(|k, h, w, [a, l, r, s, ds], [dg, dl, dr]| k
-                .tree_lstm_node_bwd_states(a, l, r, s, ds, h, dg, dl, dr, w)),
-            cuda: "",
-        },
-        dropout: Some(Kernel {
-            op: "tree_lstm_node_rd_bwd",
-            cpu: cpu!(|k, h, w, [a, l, r, s, ds], [dg, dl, dr]| k
-                .tree_lstm_node_rd_bwd_states(a, l, r, s, ds, h, dg, dl, dr, w)),
-            cuda: "",
-        }),
-    }),
+    fwd: form(&[blocks("gates", 5), MASK, arg("c_l", Role::Anchor), arg("c_r", Role::Same)],
+        &[ACT, state("c"), state("h")],
+        kernel("tree_lstm_node_fwd", "tree_lstm_node_fwd",
+            cpu!(|k, h, _, [g, l, r], [a, c, hh]| k.tree_lstm_node_fwd(g, l, r, h, a, c, hh))),
+        Some(kernel("tree_lstm_node_rd_fwd", "tree_lstm_node_rd_fwd",
+            cpu!(|k, h, _, [g, m, l, r], [a, c, hh]| k.tree_lstm_node_rd_fwd(g, m, l, r, h, a, c, hh))))),
+    bwd: form(&[ACT, arg("c_l", Role::Anchor), arg("c_r", Role::Same), state("c"), state("dc"), state("dh")],
+        &[blocks("dgates", 5), state("dc_l"), state("dc_r")],
+        kernel("tree_lstm_node_bwd", "tree_lstm_node_bwd",
+            cpu!(|k, h, _, [a, l, r, c, dc, dh], [dg, dl, dr]| k
+                .tree_lstm_node_bwd(a, l, r, c, dc, dh, h, dg, dl, dr))),
+        Some(kernel("tree_lstm_node_rd_bwd", "tree_lstm_node_rd_bwd",
+            cpu!(|k, h, _, [a, l, r, c, dc, dh], [dg, dl, dr]| k
+                .tree_lstm_node_rd_bwd(a, l, r, c, dc, dh, h, dg, dl, dr))))),
+    fwd_states: Some(form(&[blocks("gates", 5), MASK, child("left"), child("right")], &[ACT, STATES],
+        kernel("tree_lstm_node_fwd", "",
+            cpu!(|k, h, _, [g, l, r], [a, s]| k.tree_lstm_node_fwd_states(g, l, r, h, a, s))),
+        Some(kernel("tree_lstm_node_rd_fwd", "",
+            cpu!(|k, h, _, [g, m, l, r], [a, s]| k.tree_lstm_node_rd_fwd_states(g, m, l, r, h, a, s)))))),
+    bwd_states: Some(form(&[ACT, child("left"), child("right"), STATES, DSTATES],
+        &[blocks("dgates", 5), child("dleft"), child("dright")],
+        kernel("tree_lstm_node_bwd", "",
+            cpu!(|k, h, w, [a, l, r, s, ds], [dg, dl, dr]| k
+                .tree_lstm_node_bwd_states(a, l, r, s, ds, h, dg, dl, dr, w))),
+        Some(kernel("tree_lstm_node_rd_bwd", "",
+            cpu!(|k, h, w, [a, l, r, s, ds], [dg, dl, dr]| k
+                .tree_lstm_node_rd_bwd_states(a, l, r, s, ds, h, dg, dl, dr, w)))))),
 };
 
 /// The most inputs / outputs of any form (fixed-size scratch, no
