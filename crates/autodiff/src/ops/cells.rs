@@ -132,6 +132,40 @@ fn settle_writes(be: &dyn Backend, outs: [(Option<&mut TensorMut<'_>>, bool); 3]
     Ok(false)
 }
 
+/// The backward of a cell on states: `args` `[gates, children..]` (the
+/// children's states), `aux` the activated gates, gradients in the same
+/// order. The children's `h` enter only through the gates: their halves
+/// get nothing.
+fn states_bwd(cx: &mut Backward<'_>, cell: CellSpec, op: &'static str) -> KResult<()> {
+    let (be, out, dout) = (cx.backend, cx.out, cx.dout);
+    let act = cx.aux.ok_or_else(|| missing_aux(op))?;
+    let n = cx.args.len();
+    if !(1..=3).contains(&n) || cx.dargs.len() != n {
+        return Err(bad_args(op));
+    }
+    let marks = [0, 1, 2].map(|i| i < n && cx.writes(i));
+    let mut ins = [act; 5];
+    for (i, t) in ins[1..n].iter_mut().zip(&cx.args[1..]) {
+        *i = t;
+    }
+    (ins[n], ins[n + 1]) = (out, dout);
+    let (dgates, rest) = cx.dargs.split_first_mut().ok_or_else(|| bad_args(op))?;
+    if dgates.is_none() && rest.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let mut it = rest.iter_mut().map(|d| d.as_mut());
+    let (d1, d2) = (it.next().flatten(), it.next().flatten());
+    let outs = [(dgates.as_mut(), marks[0]), (d1, marks[1]), (d2, marks[2])];
+    let write = settle_writes(be, outs)?;
+    let mut scratch = None;
+    let dg = grad_or_scratch(be, dgates, &mut scratch, cx.args[0].shape())?;
+    let mut dchildren: [Option<TensorMut<'_>>; 2] = Default::default();
+    for (d, r) in dchildren.iter_mut().zip(rest.iter_mut()) {
+        *d = r.as_mut().map(|t| t.reborrow());
+    }
+    be.cell_bwd_states(cell, &ins[..n + 2], dg, &mut dchildren[..n - 1], write)
+}
+
 // ----- LSTM -----
 
 /// LSTM cell on precomputed gates `[4H]` (`i, f, o, u`) and the previous
@@ -166,35 +200,7 @@ impl Op for LstmCell {
         be.cell_fwd_states(CellSpec::LSTM, &[gates, prev], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
-        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
-        let [gates, prev] = cx.args else {
-            return Err(bad_args(self.name()));
-        };
-        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let marks = [cx.writes(0), cx.writes(1)];
-        let [dgates, dprev] = cx.dargs.as_mut_slice() else {
-            return Err(bad_args(self.name()));
-        };
-        if dgates.is_none() && dprev.is_none() {
-            return Ok(());
-        }
-        let outs = [
-            (dgates.as_mut(), marks[0]),
-            (dprev.as_mut(), marks[1]),
-            (None, false),
-        ];
-        let write = settle_writes(be, outs)?;
-        let mut scratch = None;
-        let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
-        // The previous h enters only through the gates: its half gets nothing.
-        let dprev = dprev.as_mut().map(|d| d.reborrow());
-        be.cell_bwd_states(
-            CellSpec::LSTM,
-            &[act, prev, out, dout],
-            dg,
-            &mut [dprev],
-            write,
-        )
+        states_bwd(cx, CellSpec::LSTM, self.name())
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i < 2
@@ -292,14 +298,8 @@ impl Op for TreeLstmLeaf {
         be.cell_fwd_states(cell, &[gates, &mask], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
-        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
-        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let (write, attr) = (cx.writes(0), cx.attr);
-        let [Some(dgates)] = cx.dargs.as_mut_slice() else {
-            return Ok(());
-        };
-        let cell = CellSpec::TREE_LSTM_LEAF.with_dropout(attr != 0);
-        be.cell_bwd_states(cell, &[act, out, dout], dgates.reborrow(), &mut [], write)
+        let cell = CellSpec::TREE_LSTM_LEAF.with_dropout(cx.attr != 0);
+        states_bwd(cx, cell, self.name())
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i == 0
@@ -391,32 +391,8 @@ impl Op for TreeLstmNode {
         be.cell_fwd_states(cell, &[gates, &mask, left, right], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
-        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
-        let [gates, left, right] = cx.args else {
-            return Err(bad_args(self.name()));
-        };
-        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let (marks, attr) = ([cx.writes(0), cx.writes(1), cx.writes(2)], cx.attr);
-        let [dgates, dleft, dright] = cx.dargs.as_mut_slice() else {
-            return Err(bad_args(self.name()));
-        };
-        if dgates.is_none() && dleft.is_none() && dright.is_none() {
-            return Ok(());
-        }
-        let outs = [
-            (dgates.as_mut(), marks[0]),
-            (dleft.as_mut(), marks[1]),
-            (dright.as_mut(), marks[2]),
-        ];
-        let write = settle_writes(be, outs)?;
-        let mut scratch = None;
-        let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
-        // The children's h enter only through the gates.
-        let dl = dleft.as_mut().map(|d| d.reborrow());
-        let dr = dright.as_mut().map(|d| d.reborrow());
-        let cell = CellSpec::TREE_LSTM_NODE.with_dropout(attr != 0);
-        let ins = [act, left, right, out, dout];
-        be.cell_bwd_states(cell, &ins, dg, &mut [dl, dr], write)
+        let cell = CellSpec::TREE_LSTM_NODE.with_dropout(cx.attr != 0);
+        states_bwd(cx, cell, self.name())
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i < 3
