@@ -8,7 +8,9 @@
 //! batch must have one length (W2's all have 40 words).
 
 use sheaf_autodiff::{Param, ParamStore};
-use sheaf_tensor::{Backend, DType, Device, Sgd, Tensor, TensorError, TensorMut, Transpose};
+use sheaf_tensor::{
+    Backend, CellSpec, DType, Device, Sgd, Tensor, TensorError, TensorMut, Transpose,
+};
 
 use crate::w2::{Model, Sentence};
 
@@ -148,12 +150,10 @@ impl Manual {
             };
             let (act, c, hh) = (&mut s.act, &mut s.c, &mut s.h);
             self.be
-                .lstm_fwd(
-                    &gates,
-                    &c_prev,
-                    rows(act, r.clone())?,
-                    rows(c, r.clone())?,
-                    rows(hh, r)?,
+                .cell_fwd(
+                    CellSpec::LSTM,
+                    &[&gates, &c_prev],
+                    &mut [rows(act, r.clone())?, rows(c, r.clone())?, rows(hh, r)?],
                 )
                 .map_err(k("cell"))?;
             prev = Some(t);
@@ -213,14 +213,16 @@ impl Manual {
             };
             let mut dc_prev = zeros(&[b, h])?;
             self.be
-                .lstm_bwd(
-                    &ro(&s.act, r.clone())?,
-                    &c_prev,
-                    &ro(&s.c, r.clone())?,
-                    &dc,
-                    &dh,
-                    rows(&mut dg, r.clone())?,
-                    view(&mut dc_prev)?,
+                .cell_bwd(
+                    CellSpec::LSTM,
+                    &[
+                        &ro(&s.act, r.clone())?,
+                        &c_prev,
+                        &ro(&s.c, r.clone())?,
+                        &dc,
+                        &dh,
+                    ],
+                    &mut [rows(&mut dg, r.clone())?, view(&mut dc_prev)?],
                 )
                 .map_err(k("cell backward"))?;
             dc = dc_prev;

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use sheaf_autodiff::{Expr, Graph, Init, Param, ParamStore, Sequential};
 use sheaf_sched::Executor;
-use sheaf_tensor::{Backend, DType, Device, Shape, Tensor, TensorMut, Transpose};
+use sheaf_tensor::{Backend, CellSpec, DType, Device, Shape, Tensor, TensorMut, Transpose};
 
 /// Leaves per tree.
 pub const LEAVES: usize = 128;
@@ -423,13 +423,13 @@ impl Manual {
         )
         .map_err(k("leaf product"))?;
         let mut act = zeros([n, 3 * h])?;
-        be.tree_lstm_leaf_fwd(
-            &gates,
+        let mut outs = [
             view(&mut act)?,
             rows(&mut c_all, 0..n)?,
             rows(&mut h_all, 0..n)?,
-        )
-        .map_err(k("leaf cell"))?;
+        ];
+        be.cell_fwd(CellSpec::TREE_LSTM_LEAF, &[&gates], &mut outs)
+            .map_err(k("leaf cell"))?;
 
         // Internal levels, bottom up.
         for (start, lefts, rights) in &lay.levels {
@@ -466,13 +466,15 @@ impl Manual {
             )
             .map_err(k("node product"))?;
             let mut act = zeros([n, 5 * h])?;
-            be.tree_lstm_node_fwd(
-                &gates,
-                &c_l,
-                &c_r,
-                view(&mut act)?,
-                rows(&mut c_all, *start..start + n)?,
-                rows(&mut h_all, *start..start + n)?,
+            let span = *start..start + n;
+            be.cell_fwd(
+                CellSpec::TREE_LSTM_NODE,
+                &[&gates, &c_l, &c_r],
+                &mut [
+                    view(&mut act)?,
+                    rows(&mut c_all, span.clone())?,
+                    rows(&mut h_all, span)?,
+                ],
             )
             .map_err(k("node cell"))?;
         }

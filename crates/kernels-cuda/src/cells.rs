@@ -1,346 +1,115 @@
 //! Fused recurrent cells (LSTM, GRU, Tree-LSTM leaf and node, with and
-//! without recurrent dropout), one thread per (row, unit). Argument order
-//! and gate layouts are those of `sheaf-kernels-cpu`'s cells.
-#![allow(clippy::too_many_arguments)]
+//! without recurrent dropout), one thread per (row, unit), launched through
+//! one entry point, [`CudaKernels::cell`]. Argument order and gate layouts
+//! are those of `sheaf-kernels-cpu`'s cells.
 
-use cudarc::driver::{CudaView, CudaViewMut};
+use cudarc::driver::{CudaView, CudaViewMut, PushKernelArg as _};
 
 use crate::error::{CudaError, Result};
-use crate::launch::launch;
 use crate::CudaKernels;
 
-type In<'a, 'b> = &'a CudaView<'b, f32>;
-type Out<'a, 'b> = &'a mut CudaViewMut<'b, f32>;
-
-/// Checks every `(name, len, k)` argument is `[b, k H]` with b from the
-/// first, and returns b.
-fn rows(kernel: &'static str, hidden: usize, args: &[(&'static str, usize, usize)]) -> Result<u64> {
-    let invalid = |what: String| CudaError::Invalid { kernel, what };
-    if hidden == 0 {
-        return Err(invalid("hidden must be positive".into()));
-    }
-    let (arg0, len0, k0) = args[0];
-    let width = k0 * hidden;
-    if !len0.is_multiple_of(width) {
-        return Err(invalid(format!(
-            "`{arg0}` has length {len0}, not a multiple of {k0} x hidden = {width}"
-        )));
-    }
-    let b = len0 / width;
-    for &(arg, got, k) in args {
-        CudaError::check_len(kernel, arg, got, b * k * hidden)?;
-    }
-    Ok(b as u64)
+/// A cell kernel's parameters before `(b, H)`: each argument's name and
+/// width in blocks of `H`, inputs then outputs, in the order of its
+/// signature in `kernels/cells.cu`. The launcher checks every call against
+/// this, so a kernel only ever sees slices of the lengths it indexes.
+struct Signature {
+    entry: &'static str,
+    ins: &'static [(&'static str, usize)],
+    outs: &'static [(&'static str, usize)],
 }
 
+const fn sig(
+    entry: &'static str,
+    ins: &'static [(&'static str, usize)],
+    outs: &'static [(&'static str, usize)],
+) -> Signature {
+    Signature { entry, ins, outs }
+}
+
+const LSTM_FWD_OUTS: &[(&str, usize)] = &[("act", 4), ("c", 1), ("h", 1)];
+const NODE_BWD_OUTS: &[(&str, usize)] = &[("dgates", 5), ("dc_l", 1), ("dc_r", 1)];
+
+#[rustfmt::skip]
+const SIGNATURES: &[Signature] = &[
+    sig("lstm_fwd", &[("gates", 4), ("c_prev", 1)], LSTM_FWD_OUTS),
+    sig("lstm_bwd", &[("act", 4), ("c_prev", 1), ("c", 1), ("dc", 1), ("dh", 1)],
+        &[("dgates", 4), ("dc_prev", 1)]),
+    sig("gru_fwd", &[("xw", 3), ("hu", 3), ("h_prev", 1)], &[("act", 3), ("h", 1)]),
+    sig("gru_bwd", &[("act", 3), ("hu", 3), ("h_prev", 1), ("dh", 1)],
+        &[("dxw", 3), ("dhu", 3), ("dh_prev", 1)]),
+    sig("tree_lstm_leaf_fwd", &[("gates", 3)], &[("act", 3), ("c", 1), ("h", 1)]),
+    sig("tree_lstm_leaf_rd_fwd", &[("gates", 3), ("mask", 1)], &[("act", 4), ("c", 1), ("h", 1)]),
+    sig("tree_lstm_leaf_bwd", &[("act", 3), ("c", 1), ("dc", 1), ("dh", 1)], &[("dgates", 3)]),
+    sig("tree_lstm_leaf_rd_bwd", &[("act", 4), ("c", 1), ("dc", 1), ("dh", 1)], &[("dgates", 3)]),
+    sig("tree_lstm_node_fwd", &[("gates", 5), ("c_l", 1), ("c_r", 1)],
+        &[("act", 5), ("c", 1), ("h", 1)]),
+    sig("tree_lstm_node_rd_fwd", &[("gates", 5), ("mask", 1), ("c_l", 1), ("c_r", 1)],
+        &[("act", 6), ("c", 1), ("h", 1)]),
+    sig("tree_lstm_node_bwd", &[("act", 5), ("c_l", 1), ("c_r", 1), ("c", 1), ("dc", 1), ("dh", 1)],
+        NODE_BWD_OUTS),
+    sig("tree_lstm_node_rd_bwd", &[("act", 6), ("c_l", 1), ("c_r", 1), ("c", 1), ("dc", 1),
+        ("dh", 1)], NODE_BWD_OUTS),
+];
+
 impl CudaKernels {
-    /// LSTM forward, gates `[i, f, o, u]`.
-    pub fn lstm_fwd(
+    /// Runs the cell kernel `entry` (e.g. `"lstm_fwd"`,
+    /// `"tree_lstm_node_rd_bwd"`; see `kernels/cells.cu`) on `b` rows of
+    /// hidden size `hidden`: `ins` and `outs` in the kernel's order, each
+    /// `[b, k H]`; `b` is read from the first argument of one block.
+    /// Backward kernels ACCUMULATE into their outputs.
+    pub fn cell(
         &self,
-        gates: In,
-        c_prev: In,
+        entry: &str,
         hidden: usize,
-        act: Out,
-        c: Out,
-        h: Out,
+        ins: &[CudaView<'_, f32>],
+        outs: &mut [CudaViewMut<'_, f32>],
     ) -> Result<()> {
-        let b = rows(
-            "lstm_fwd",
-            hidden,
-            &[
-                ("c_prev", c_prev.len(), 1),
-                ("gates", gates.len(), 4),
-                ("act", act.len(), 4),
-                ("c", c.len(), 1),
-                ("h", h.len(), 1),
-            ],
-        )?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
+        let Some(sig) = SIGNATURES.iter().find(|s| s.entry == entry) else {
+            return Err(CudaError::Invalid {
+                kernel: "cell",
+                what: format!("no fused cell kernel `{entry}`"),
+            });
+        };
+        let kernel = sig.entry;
+        let invalid = |what: String| Err(CudaError::Invalid { kernel, what });
+        if ins.len() != sig.ins.len() || outs.len() != sig.outs.len() {
+            let (i, o) = (sig.ins.len(), sig.outs.len());
+            return invalid(format!("takes {i} inputs and {o} outputs"));
+        }
+        if hidden == 0 {
+            return invalid("hidden must be positive".into());
+        }
+        let lens = || {
+            let ins = sig.ins.iter().zip(ins.iter().map(|v| v.len()));
+            ins.chain(sig.outs.iter().zip(outs.iter().map(|v| v.len())))
+        };
+        let (&(arg0, _), len0) = lens()
+            .find(|(&(_, k), _)| k == 1)
+            .expect("a state argument");
+        if !len0.is_multiple_of(hidden) {
+            return invalid(format!(
+                "`{arg0}` has length {len0}, not a multiple of 1 x hidden = {hidden}"
+            ));
+        }
+        let b = len0 / hidden;
+        for (&(arg, k), got) in lens() {
+            CudaError::check_len(kernel, arg, got, b * k * hidden)?;
+        }
         if b == 0 {
             return Ok(());
         }
-        launch!(self, "lstm_fwd", cfg, [gates, c_prev, act, c, h, &b, &hd])
-    }
-
-    /// LSTM backward (accumulates into `dgates`, `dc_prev`).
-    pub fn lstm_bwd(
-        &self,
-        act: In,
-        c_prev: In,
-        c: In,
-        dc: In,
-        dh: In,
-        hidden: usize,
-        dgates: Out,
-        dc_prev: Out,
-    ) -> Result<()> {
-        let b = rows(
-            "lstm_bwd",
-            hidden,
-            &[
-                ("c_prev", c_prev.len(), 1),
-                ("act", act.len(), 4),
-                ("c", c.len(), 1),
-                ("dc", dc.len(), 1),
-                ("dh", dh.len(), 1),
-                ("dgates", dgates.len(), 4),
-                ("dc_prev", dc_prev.len(), 1),
-            ],
-        )?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        launch!(
-            self,
-            "lstm_bwd",
-            cfg,
-            [act, c_prev, c, dc, dh, dgates, dc_prev, &b, &hd]
-        )
-    }
-
-    /// GRU forward, blocks `[r, z, n]`.
-    pub fn gru_fwd(
-        &self,
-        xw: In,
-        hu: In,
-        h_prev: In,
-        hidden: usize,
-        act: Out,
-        h: Out,
-    ) -> Result<()> {
-        let b = rows(
-            "gru_fwd",
-            hidden,
-            &[
-                ("h_prev", h_prev.len(), 1),
-                ("xw", xw.len(), 3),
-                ("hu", hu.len(), 3),
-                ("act", act.len(), 3),
-                ("h", h.len(), 1),
-            ],
-        )?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        launch!(self, "gru_fwd", cfg, [xw, hu, h_prev, act, h, &b, &hd])
-    }
-
-    /// GRU backward (accumulates into `dxw`, `dhu`, `dh_prev`).
-    pub fn gru_bwd(
-        &self,
-        act: In,
-        hu: In,
-        h_prev: In,
-        dh: In,
-        hidden: usize,
-        dxw: Out,
-        dhu: Out,
-        dh_prev: Out,
-    ) -> Result<()> {
-        let b = rows(
-            "gru_bwd",
-            hidden,
-            &[
-                ("h_prev", h_prev.len(), 1),
-                ("act", act.len(), 3),
-                ("hu", hu.len(), 3),
-                ("dh", dh.len(), 1),
-                ("dxw", dxw.len(), 3),
-                ("dhu", dhu.len(), 3),
-                ("dh_prev", dh_prev.len(), 1),
-            ],
-        )?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        launch!(
-            self,
-            "gru_bwd",
-            cfg,
-            [act, hu, h_prev, dh, dxw, dhu, dh_prev, &b, &hd]
-        )
-    }
-
-    /// Tree-LSTM leaf forward, gates `[i, o, u]`; with `mask`, recurrent
-    /// dropout (`act` then has a fourth block holding the mask).
-    pub fn tree_lstm_leaf_fwd(
-        &self,
-        gates: In,
-        mask: Option<In>,
-        hidden: usize,
-        act: Out,
-        c: Out,
-        h: Out,
-    ) -> Result<()> {
-        let k_act = if mask.is_some() { 4 } else { 3 };
-        let mut args = vec![
-            ("c", c.len(), 1),
-            ("gates", gates.len(), 3),
-            ("act", act.len(), k_act),
-            ("h", h.len(), 1),
-        ];
-        if let Some(m) = mask {
-            args.push(("mask", m.len(), 1));
-        }
-        let b = rows("tree_lstm_leaf_fwd", hidden, &args)?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        match mask {
-            None => launch!(self, "tree_lstm_leaf_fwd", cfg, [gates, act, c, h, &b, &hd]),
-            Some(m) => launch!(
-                self,
-                "tree_lstm_leaf_rd_fwd",
-                cfg,
-                [gates, m, act, c, h, &b, &hd]
-            ),
-        }
-    }
-
-    /// Tree-LSTM leaf backward (accumulates into `dgates`); `dropout` says
-    /// whether `act` came from the masked forward.
-    pub fn tree_lstm_leaf_bwd(
-        &self,
-        act: In,
-        dropout: bool,
-        c: In,
-        dc: In,
-        dh: In,
-        hidden: usize,
-        dgates: Out,
-    ) -> Result<()> {
-        let k_act = if dropout { 4 } else { 3 };
-        let b = rows(
-            "tree_lstm_leaf_bwd",
-            hidden,
-            &[
-                ("c", c.len(), 1),
-                ("act", act.len(), k_act),
-                ("dc", dc.len(), 1),
-                ("dh", dh.len(), 1),
-                ("dgates", dgates.len(), 3),
-            ],
-        )?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        if dropout {
-            launch!(
-                self,
-                "tree_lstm_leaf_rd_bwd",
-                cfg,
-                [act, c, dc, dh, dgates, &b, &hd]
-            )
-        } else {
-            launch!(
-                self,
-                "tree_lstm_leaf_bwd",
-                cfg,
-                [act, c, dc, dh, dgates, &b, &hd]
-            )
-        }
-    }
-
-    /// Tree-LSTM node forward, gates `[i, f_l, f_r, o, u]`; with `mask`,
-    /// recurrent dropout (`act` then has a sixth block holding the mask).
-    pub fn tree_lstm_node_fwd(
-        &self,
-        gates: In,
-        mask: Option<In>,
-        c_l: In,
-        c_r: In,
-        hidden: usize,
-        act: Out,
-        c: Out,
-        h: Out,
-    ) -> Result<()> {
-        let k_act = if mask.is_some() { 6 } else { 5 };
-        let mut args = vec![
-            ("c_l", c_l.len(), 1),
-            ("gates", gates.len(), 5),
-            ("c_r", c_r.len(), 1),
-            ("act", act.len(), k_act),
-            ("c", c.len(), 1),
-            ("h", h.len(), 1),
-        ];
-        if let Some(m) = mask {
-            args.push(("mask", m.len(), 1));
-        }
-        let b = rows("tree_lstm_node_fwd", hidden, &args)?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        match mask {
-            None => launch!(
-                self,
-                "tree_lstm_node_fwd",
-                cfg,
-                [gates, c_l, c_r, act, c, h, &b, &hd]
-            ),
-            Some(m) => launch!(
-                self,
-                "tree_lstm_node_rd_fwd",
-                cfg,
-                [gates, m, c_l, c_r, act, c, h, &b, &hd]
-            ),
-        }
-    }
-
-    /// Tree-LSTM node backward (accumulates into `dgates`, `dc_l`, `dc_r`).
-    pub fn tree_lstm_node_bwd(
-        &self,
-        act: In,
-        dropout: bool,
-        c_l: In,
-        c_r: In,
-        c: In,
-        dc: In,
-        dh: In,
-        hidden: usize,
-        dgates: Out,
-        dc_l: Out,
-        dc_r: Out,
-    ) -> Result<()> {
-        let k_act = if dropout { 6 } else { 5 };
-        let b = rows(
-            "tree_lstm_node_bwd",
-            hidden,
-            &[
-                ("c_l", c_l.len(), 1),
-                ("act", act.len(), k_act),
-                ("c_r", c_r.len(), 1),
-                ("c", c.len(), 1),
-                ("dc", dc.len(), 1),
-                ("dh", dh.len(), 1),
-                ("dgates", dgates.len(), 5),
-                ("dc_l", dc_l.len(), 1),
-                ("dc_r", dc_r.len(), 1),
-            ],
-        )?;
-        let (hd, cfg) = (hidden as u64, self.elementwise_config(b as usize * hidden));
-        if b == 0 {
-            return Ok(());
-        }
-        if dropout {
-            launch!(
-                self,
-                "tree_lstm_node_rd_bwd",
-                cfg,
-                [act, c_l, c_r, c, dc, dh, dgates, dc_l, dc_r, &b, &hd]
-            )
-        } else {
-            launch!(
-                self,
-                "tree_lstm_node_bwd",
-                cfg,
-                [act, c_l, c_r, c, dc, dh, dgates, dc_l, dc_r, &b, &hd]
-            )
-        }
+        let (b, hd, cfg) = (b as u64, hidden as u64, self.elementwise_config(b * hidden));
+        let mut launch = self.stream().launch_builder(self.function(kernel)?);
+        ins.iter().for_each(|v| _ = launch.arg(v));
+        outs.iter_mut().for_each(|v| _ = launch.arg(v));
+        launch.arg(&b).arg(&hd);
+        self.count_launch();
+        // SAFETY: `SIGNATURES` lists the kernel's parameters in
+        // kernels/cells.cu in order (device f32 pointers, then b and H as
+        // u64), and every slice was checked above to hold exactly the
+        // `b k H` elements the kernel indexes for its width k.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(CudaError::driver(kernel))
     }
 }

@@ -44,13 +44,11 @@ fn lstm_matches_cpu() -> TestResult {
             let mut actd = k.alloc_zeros::<f32>(act.len())?;
             let mut cd = k.alloc_zeros::<f32>(c.len())?;
             let mut hdv = k.alloc_zeros::<f32>(h.len())?;
-            k.lstm_fwd(
-                &gd.as_view(),
-                &cpd.as_view(),
+            k.cell(
+                "lstm_fwd",
                 hd,
-                &mut actd.as_view_mut(),
-                &mut cd.as_view_mut(),
-                &mut hdv.as_view_mut(),
+                &[gd.as_view(), cpd.as_view()],
+                &mut [actd.as_view_mut(), cd.as_view_mut(), hdv.as_view_mut()],
             )?;
             assert_close(&format!("{what} act"), &down(&k, &actd)?, &act, TRANSC);
             assert_close(&format!("{what} c"), &down(&k, &cd)?, &c, TRANSC);
@@ -63,15 +61,17 @@ fn lstm_matches_cpu() -> TestResult {
             let (actd, cd) = (up(&k, &act)?, up(&k, &c)?);
             let (dcd, dhd) = (up(&k, &dc)?, up(&k, &dh)?);
             let (mut dgd, mut dcpd) = (up(&k, &dg0)?, up(&k, &dcp0)?);
-            k.lstm_bwd(
-                &actd.as_view(),
-                &cpd.as_view(),
-                &cd.as_view(),
-                &dcd.as_view(),
-                &dhd.as_view(),
+            k.cell(
+                "lstm_bwd",
                 hd,
-                &mut dgd.as_view_mut(),
-                &mut dcpd.as_view_mut(),
+                &[
+                    actd.as_view(),
+                    cpd.as_view(),
+                    cd.as_view(),
+                    dcd.as_view(),
+                    dhd.as_view(),
+                ],
+                &mut [dgd.as_view_mut(), dcpd.as_view_mut()],
             )?;
             assert_close(&format!("{what} dgates"), &down(&k, &dgd)?, &dg, TRANSC);
             assert_close(&format!("{what} dc_prev"), &down(&k, &dcpd)?, &dcp, TRANSC);
@@ -96,13 +96,11 @@ fn gru_matches_cpu() -> TestResult {
             let (xwd, hud, hpd) = (up(&k, &xw)?, up(&k, &hu)?, up(&k, &h_prev)?);
             let mut actd = k.alloc_zeros::<f32>(act.len())?;
             let mut hdv = k.alloc_zeros::<f32>(h.len())?;
-            k.gru_fwd(
-                &xwd.as_view(),
-                &hud.as_view(),
-                &hpd.as_view(),
+            k.cell(
+                "gru_fwd",
                 hd,
-                &mut actd.as_view_mut(),
-                &mut hdv.as_view_mut(),
+                &[xwd.as_view(), hud.as_view(), hpd.as_view()],
+                &mut [actd.as_view_mut(), hdv.as_view_mut()],
             )?;
             assert_close(&format!("{what} act"), &down(&k, &actd)?, &act, TRANSC);
             assert_close(&format!("{what} h"), &down(&k, &hdv)?, &h, TRANSC);
@@ -115,15 +113,11 @@ fn gru_matches_cpu() -> TestResult {
             cpu.gru_bwd(&act, &hu, &h_prev, &dh, hd, &mut dxw, &mut dhu, &mut dhp)?;
             let (actd, dhd) = (up(&k, &act)?, up(&k, &dh)?);
             let (mut dxwd, mut dhud, mut dhpd) = (up(&k, &dxw0)?, up(&k, &dhu0)?, up(&k, &dhp0)?);
-            k.gru_bwd(
-                &actd.as_view(),
-                &hud.as_view(),
-                &hpd.as_view(),
-                &dhd.as_view(),
+            k.cell(
+                "gru_bwd",
                 hd,
-                &mut dxwd.as_view_mut(),
-                &mut dhud.as_view_mut(),
-                &mut dhpd.as_view_mut(),
+                &[actd.as_view(), hud.as_view(), hpd.as_view(), dhd.as_view()],
+                &mut [dxwd.as_view_mut(), dhud.as_view_mut(), dhpd.as_view_mut()],
             )?;
             // No transcendental in GRU backward, but it multiplies up to
             // four activations: ARITH would do; TRANSC keeps one bound for
@@ -153,17 +147,18 @@ fn leaf_case(k: &CudaKernels, cpu: &CpuKernels, rng: &mut Rng, dropout: bool) ->
                 cpu.tree_lstm_leaf_fwd(&gates, hd, &mut act, &mut c, &mut h)?;
             }
             let (gd, md) = (up(k, &gates)?, up(k, &mask)?);
-            let mv = md.as_view();
             let mut actd = k.alloc_zeros::<f32>(act.len())?;
             let mut cd = k.alloc_zeros::<f32>(c.len())?;
             let mut hdv = k.alloc_zeros::<f32>(h.len())?;
-            k.tree_lstm_leaf_fwd(
-                &gd.as_view(),
-                dropout.then_some(&mv),
+            k.cell(
+                if dropout {
+                    "tree_lstm_leaf_rd_fwd"
+                } else {
+                    "tree_lstm_leaf_fwd"
+                },
                 hd,
-                &mut actd.as_view_mut(),
-                &mut cd.as_view_mut(),
-                &mut hdv.as_view_mut(),
+                &[gd.as_view(), md.as_view()][..1 + dropout as usize],
+                &mut [actd.as_view_mut(), cd.as_view_mut(), hdv.as_view_mut()],
             )?;
             assert_close(&format!("{what} act"), &down(k, &actd)?, &act, TRANSC);
             assert_close(&format!("{what} c"), &down(k, &cd)?, &c, TRANSC);
@@ -180,14 +175,15 @@ fn leaf_case(k: &CudaKernels, cpu: &CpuKernels, rng: &mut Rng, dropout: bool) ->
             let (actd, cd) = (up(k, &act)?, up(k, &c)?);
             let (dcd, dhd) = (up(k, &dc)?, up(k, &dh)?);
             let mut dgd = up(k, &dg0)?;
-            k.tree_lstm_leaf_bwd(
-                &actd.as_view(),
-                dropout,
-                &cd.as_view(),
-                &dcd.as_view(),
-                &dhd.as_view(),
+            k.cell(
+                if dropout {
+                    "tree_lstm_leaf_rd_bwd"
+                } else {
+                    "tree_lstm_leaf_bwd"
+                },
                 hd,
-                &mut dgd.as_view_mut(),
+                &[actd.as_view(), cd.as_view(), dcd.as_view(), dhd.as_view()],
+                &mut [dgd.as_view_mut()],
             )?;
             assert_close(&format!("{what} dgates"), &down(k, &dgd)?, &dg, TRANSC);
         }
@@ -226,19 +222,22 @@ fn node_case(k: &CudaKernels, cpu: &CpuKernels, rng: &mut Rng, dropout: bool) ->
             }
             let (gd, md) = (up(k, &gates)?, up(k, &mask)?);
             let (cld, crd) = (up(k, &c_l)?, up(k, &c_r)?);
-            let mv = md.as_view();
             let mut actd = k.alloc_zeros::<f32>(act.len())?;
             let mut cd = k.alloc_zeros::<f32>(c.len())?;
             let mut hdv = k.alloc_zeros::<f32>(h.len())?;
-            k.tree_lstm_node_fwd(
-                &gd.as_view(),
-                dropout.then_some(&mv),
-                &cld.as_view(),
-                &crd.as_view(),
+            k.cell(
+                if dropout {
+                    "tree_lstm_node_rd_fwd"
+                } else {
+                    "tree_lstm_node_fwd"
+                },
                 hd,
-                &mut actd.as_view_mut(),
-                &mut cd.as_view_mut(),
-                &mut hdv.as_view_mut(),
+                &if dropout {
+                    vec![gd.as_view(), md.as_view(), cld.as_view(), crd.as_view()]
+                } else {
+                    vec![gd.as_view(), cld.as_view(), crd.as_view()]
+                },
+                &mut [actd.as_view_mut(), cd.as_view_mut(), hdv.as_view_mut()],
             )?;
             assert_close(&format!("{what} act"), &down(k, &actd)?, &act, TRANSC);
             assert_close(&format!("{what} c"), &down(k, &cd)?, &c, TRANSC);
@@ -261,18 +260,22 @@ fn node_case(k: &CudaKernels, cpu: &CpuKernels, rng: &mut Rng, dropout: bool) ->
             let (dcd, dhd) = (up(k, &dc)?, up(k, &dh)?);
             let mut dgd = up(k, &dg0)?;
             let (mut dcld, mut dcrd) = (up(k, &dcl0)?, up(k, &dcr0)?);
-            k.tree_lstm_node_bwd(
-                &actd.as_view(),
-                dropout,
-                &cld.as_view(),
-                &crd.as_view(),
-                &cd.as_view(),
-                &dcd.as_view(),
-                &dhd.as_view(),
+            k.cell(
+                if dropout {
+                    "tree_lstm_node_rd_bwd"
+                } else {
+                    "tree_lstm_node_bwd"
+                },
                 hd,
-                &mut dgd.as_view_mut(),
-                &mut dcld.as_view_mut(),
-                &mut dcrd.as_view_mut(),
+                &[
+                    actd.as_view(),
+                    cld.as_view(),
+                    crd.as_view(),
+                    cd.as_view(),
+                    dcd.as_view(),
+                    dhd.as_view(),
+                ],
+                &mut [dgd.as_view_mut(), dcld.as_view_mut(), dcrd.as_view_mut()],
             )?;
             assert_close(&format!("{what} dgates"), &down(k, &dgd)?, &dg, TRANSC);
             assert_close(&format!("{what} dc_l"), &down(k, &dcld)?, &dcl, TRANSC);

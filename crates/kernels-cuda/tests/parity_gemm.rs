@@ -349,13 +349,12 @@ fn length_mismatch_is_len_before_any_launch() -> TestResult {
         other => panic!("expected CudaError::Len, got {other:?}"),
     }
     // b = 9 rows come from c_prev (H = 1): gates of 10 elements are not 9 x 4.
-    let r = k.lstm_fwd(
-        &a.as_view(),
-        &b.as_view(),
+    let (mut c, mut h) = (k.alloc_zeros::<f32>(9)?, k.alloc_zeros::<f32>(9)?);
+    let r = k.cell(
+        "lstm_fwd",
         1,
-        &mut y.as_view_mut(),
-        &mut k.alloc_zeros::<f32>(9)?.as_view_mut(),
-        &mut k.alloc_zeros::<f32>(9)?.as_view_mut(),
+        &[a.as_view(), b.as_view()],
+        &mut [y.as_view_mut(), c.as_view_mut(), h.as_view_mut()],
     );
     assert!(
         matches!(

@@ -345,26 +345,12 @@ impl Cell {
         Some(Shape::from([self.b, self.h.checked_mul(k)?]))
     }
 
-    /// An input holding `k` gate blocks: `[b, k H]` (`ShapeMismatch` with
-    /// the base argument otherwise).
-    pub(crate) fn gates_in(&self, k: usize, gates: Shape) -> Result<()> {
-        match self.wide(k) {
-            Some(expected) if expected == gates => Ok(()),
-            _ => Err(self.ck.mismatch(gates, self.base)),
-        }
-    }
-
     /// Another argument of `k` gate blocks, which must be `[b, k H]`.
     pub(crate) fn gates(&self, arg: &'static str, k: usize, got: Shape) -> Result<()> {
         match self.wide(k) {
             Some(expected) => self.ck.expect(arg, expected, got),
             None => Err(self.ck.mismatch(got, self.base)),
         }
-    }
-
-    /// Another `[b, H]` argument.
-    pub(crate) fn state(&self, arg: &'static str, got: Shape) -> Result<()> {
-        self.ck.expect(arg, self.base, got)
     }
 
     /// Whether the cell has no elements: every buffer is empty, so there is

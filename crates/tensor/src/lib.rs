@@ -49,7 +49,7 @@
 #![allow(clippy::result_large_err)]
 
 mod backend;
-mod cell_shapes;
+pub mod cell;
 mod check;
 mod cpu;
 #[cfg(feature = "cuda")]
@@ -66,6 +66,7 @@ pub use backend::{
     Backend, Binary, CellOps, ElementwiseOps, MatmulOps, OptimOps, RowOps, SoftmaxOps,
     StateCellOps, Unary,
 };
+pub use cell::CellSpec;
 pub use cpu::CpuBackend;
 #[cfg(feature = "cuda")]
 pub use cuda::CudaBackend;

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use sheaf_tensor::prelude::*;
 
 /// Reference cells in f64, returning (act, c, h) flattened `[b, .]`.
 fn lstm_ref(gates: &[f64], c_prev: &[f64], h: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {

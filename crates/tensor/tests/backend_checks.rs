@@ -2,6 +2,9 @@
 //! the op, the argument and the shapes, before any kernel runs; nothing
 //! panics.
 
+mod common;
+
+use common::CellCalls;
 use sheaf_tensor::{
     Adagrad, Adam, Backend, Binary, DType, Device, KernelError, Sgd, Shape, Tensor, TensorError,
     Transpose, Unary,
@@ -365,7 +368,7 @@ fn cell_checks() {
             out!([2, 2]),
             out!([2, 2])
         )),
-        "lstm_fwd: shapes [2, 7] and [2, 2] do not match"
+        "lstm_fwd: argument `gates` has shape [2, 7], expected [2, 8]"
     );
     assert_eq!(
         msg(b.lstm_fwd(
@@ -419,7 +422,7 @@ fn cell_checks() {
             out!([2, 6]),
             out!([2, 2])
         )),
-        "gru_bwd: shapes [3, 6] and [2, 2] do not match"
+        "gru_bwd: argument `act` has shape [3, 6], expected [2, 6]"
     );
     assert_eq!(
         msg(b.tree_lstm_leaf_fwd(&f([2, 6]), out!([2, 6]), out!([2, 2]), out!([2, 3]))),

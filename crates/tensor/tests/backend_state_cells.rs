@@ -21,7 +21,7 @@
 mod common;
 
 use common::state_cells::{bits, rnd, Defaults};
-use common::{backends, get, vals};
+use common::{backends, get, vals, CellCalls};
 use sheaf_tensor::prelude::*;
 use sheaf_tensor::{CpuBackend, DType, Device, Result, Tensor, TensorMut};
 

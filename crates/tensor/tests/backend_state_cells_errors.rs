@@ -19,8 +19,8 @@
 
 mod common;
 
-use common::backends;
 use common::state_cells::{bits, rnd, Defaults};
+use common::{backends, CellCalls};
 use sheaf_tensor::prelude::*;
 use sheaf_tensor::{CpuBackend, DType, Device, Result, Shape, Tensor, TensorError, TensorMut};
 
@@ -33,9 +33,6 @@ use sheaf_tensor::{CpuBackend, DType, Device, Result, Shape, Tensor, TensorError
 enum Role {
     /// The states themselves: rank 2, even row length.
     States,
-    /// The first input of gate blocks (`Cell::gates_in`): a wrong shape is a
-    /// `ShapeMismatch` between it and the states.
-    In,
     /// Any other argument (`Cell::gates`): `ArgShape` naming it.
     Arg,
 }
@@ -91,20 +88,20 @@ impl Op {
         use Role::*;
         const S: (&str, usize, Role) = ("states", 2, States);
         match self {
-            Op::LstmFwd => &[S, ("gates", 4, In), ("prev", 2, Arg), ("act", 4, Arg)],
+            Op::LstmFwd => &[S, ("gates", 4, Arg), ("prev", 2, Arg), ("act", 4, Arg)],
             Op::LstmBwd => &[
                 S,
-                ("act", 4, In),
+                ("act", 4, Arg),
                 ("prev", 2, Arg),
                 ("dstates", 2, Arg),
                 ("dgates", 4, Arg),
                 ("dprev", 2, Arg),
             ],
-            Op::LeafFwd => &[S, ("gates", 3, In), ("act", 3, Arg)],
-            Op::LeafBwd => &[S, ("act", 3, In), ("dstates", 2, Arg), ("dgates", 3, Arg)],
+            Op::LeafFwd => &[S, ("gates", 3, Arg), ("act", 3, Arg)],
+            Op::LeafBwd => &[S, ("act", 3, Arg), ("dstates", 2, Arg), ("dgates", 3, Arg)],
             Op::NodeFwd => &[
                 S,
-                ("gates", 5, In),
+                ("gates", 5, Arg),
                 ("left", 2, Arg),
                 ("right", 2, Arg),
                 ("act", 5, Arg),
@@ -119,11 +116,11 @@ impl Op {
                 ("dleft", 2, Arg),
                 ("dright", 2, Arg),
             ],
-            Op::LeafRdFwd => &[S, ("gates", 3, In), ("mask", 1, Arg), ("act", 4, Arg)],
+            Op::LeafRdFwd => &[S, ("gates", 3, Arg), ("mask", 1, Arg), ("act", 4, Arg)],
             Op::LeafRdBwd => &[S, ("act", 4, Arg), ("dstates", 2, Arg), ("dgates", 3, Arg)],
             Op::NodeRdFwd => &[
                 S,
-                ("gates", 5, In),
+                ("gates", 5, Arg),
                 ("mask", 1, Arg),
                 ("left", 2, Arg),
                 ("right", 2, Arg),
@@ -260,21 +257,14 @@ fn model(op: Op, shapes: &[Shape], dtypes: &[DType]) -> Option<TensorError> {
         });
     }
     let h = w / 2;
-    for (&(arg, k, role), &got) in spec.iter().zip(shapes).skip(1) {
+    for (&(arg, k, _), &got) in spec.iter().zip(shapes).skip(1) {
         let expected = Shape::from([b, k * h]);
         if got != expected {
-            return Some(match role {
-                Role::In => TensorError::ShapeMismatch {
-                    op: name,
-                    lhs: got,
-                    rhs: states,
-                },
-                _ => TensorError::ArgShape {
-                    op: name,
-                    arg,
-                    expected,
-                    got,
-                },
+            return Some(TensorError::ArgShape {
+                op: name,
+                arg,
+                expected,
+                got,
             });
         }
     }
@@ -470,12 +460,12 @@ fn cpu_override_named_errors() {
         "tree_lstm_node_fwd: argument `left` has shape [2, 3], expected [2, 6]"
     );
 
-    // `gates` of the wrong width: the first gate input is matched against
-    // the states (`ShapeMismatch`, as in the `[b, H]` cells).
+    // `gates` of the wrong width: named, with the width it must have (as
+    // in the `[b, H]` cells).
     let e = run_case(be, Op::LstmFwd, b, h, 1, &[b, 4 * h + 1], DType::F32).unwrap();
     assert_eq!(
         e.to_string(),
-        "lstm_fwd: shapes [2, 13] and [2, 6] do not match"
+        "lstm_fwd: argument `gates` has shape [2, 13], expected [2, 12]"
     );
 
     // `act` of the wrong width, as an output and as the rd input.

@@ -10,7 +10,8 @@
 //! first, then the hidden state), so one node carries both outputs and a
 //! cell feeds the next with a single argument. A batch of states is
 //! `[b, 2H]`, the halves side by side in each row, and the cells run on
-//! that layout ([`sheaf_tensor::StateCellOps`]): the CPU kernels read and
+//! that layout ([`sheaf_tensor::StateCellOps`], cells described in
+//! [`sheaf_tensor::cell`]): the CPU kernels read and
 //! write the halves where they lie; a backend whose kernels take separate
 //! `[b, H]` blocks copies them out and back (one column copy each, none for
 //! a batch of one). Every cell saves its activated gates (`[kH]`) as the
@@ -21,7 +22,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Backend, DType, Shape, Tensor, TensorError, TensorMut};
+use sheaf_tensor::{Backend, CellSpec, DType, Shape, Tensor, TensorError, TensorMut};
 
 use crate::error::{GraphError, Result};
 use crate::op::{Attr, Backward, Forward, Op, ShapeError};
@@ -131,6 +132,40 @@ fn settle_writes(be: &dyn Backend, outs: [(Option<&mut TensorMut<'_>>, bool); 3]
     Ok(false)
 }
 
+/// The backward of a cell on states: `args` `[gates, children..]` (the
+/// children's states), `aux` the activated gates, gradients in the same
+/// order. The children's `h` enter only through the gates: their halves
+/// get nothing.
+fn states_bwd(cx: &mut Backward<'_>, cell: CellSpec, op: &'static str) -> KResult<()> {
+    let (be, out, dout) = (cx.backend, cx.out, cx.dout);
+    let act = cx.aux.ok_or_else(|| missing_aux(op))?;
+    let n = cx.args.len();
+    if !(1..=3).contains(&n) || cx.dargs.len() != n {
+        return Err(bad_args(op));
+    }
+    let marks = [0, 1, 2].map(|i| i < n && cx.writes(i));
+    let mut ins = [act; 5];
+    for (i, t) in ins[1..n].iter_mut().zip(&cx.args[1..]) {
+        *i = t;
+    }
+    (ins[n], ins[n + 1]) = (out, dout);
+    let (dgates, rest) = cx.dargs.split_first_mut().ok_or_else(|| bad_args(op))?;
+    if dgates.is_none() && rest.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let mut it = rest.iter_mut().map(|d| d.as_mut());
+    let (d1, d2) = (it.next().flatten(), it.next().flatten());
+    let outs = [(dgates.as_mut(), marks[0]), (d1, marks[1]), (d2, marks[2])];
+    let write = settle_writes(be, outs)?;
+    let mut scratch = None;
+    let dg = grad_or_scratch(be, dgates, &mut scratch, cx.args[0].shape())?;
+    let mut dchildren: [Option<TensorMut<'_>>; 2] = Default::default();
+    for (d, r) in dchildren.iter_mut().zip(rest.iter_mut()) {
+        *d = r.as_mut().map(|t| t.reborrow());
+    }
+    be.cell_bwd_states(cell, &ins[..n + 2], dg, &mut dchildren[..n - 1], write)
+}
+
 // ----- LSTM -----
 
 /// LSTM cell on precomputed gates `[4H]` (`i, f, o, u`) and the previous
@@ -162,32 +197,10 @@ impl Op for LstmCell {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        be.lstm_fwd_states(gates, prev, act, cx.out)
+        be.cell_fwd_states(CellSpec::LSTM, &[gates, prev], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
-        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
-        let [gates, prev] = cx.args else {
-            return Err(bad_args(self.name()));
-        };
-        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let marks = [cx.writes(0), cx.writes(1)];
-        let [dgates, dprev] = cx.dargs.as_mut_slice() else {
-            return Err(bad_args(self.name()));
-        };
-        if dgates.is_none() && dprev.is_none() {
-            return Ok(());
-        }
-        let outs = [
-            (dgates.as_mut(), marks[0]),
-            (dprev.as_mut(), marks[1]),
-            (None, false),
-        ];
-        let write = settle_writes(be, outs)?;
-        let mut scratch = None;
-        let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
-        // The previous h enters only through the gates: its half gets nothing.
-        let dprev = dprev.as_mut().map(|d| d.reborrow());
-        be.lstm_bwd_states(act, prev, out, dout, dg, dprev, write)
+        states_bwd(cx, CellSpec::LSTM, self.name())
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i < 2
@@ -224,7 +237,8 @@ impl Op for GruCell {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        cx.backend.gru_fwd(xw, hu, h_prev, act, cx.out)
+        cx.backend
+            .cell_fwd(CellSpec::GRU, &[xw, hu, h_prev], &mut [act, cx.out])
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
         let be = cx.backend;
@@ -242,7 +256,8 @@ impl Op for GruCell {
         let dxw = grad_or_scratch(be, dxw, &mut s1, xw.shape())?;
         let dhu = grad_or_scratch(be, dhu, &mut s2, hu.shape())?;
         let dh_prev = grad_or_scratch(be, dh_prev, &mut s3, h_prev.shape())?;
-        be.gru_bwd(act, hu, h_prev, cx.dout, dxw, dhu, dh_prev)
+        let ins = [act, hu, h_prev, cx.dout];
+        be.cell_bwd(CellSpec::GRU, &ins, &mut [dxw, dhu, dh_prev])
     }
 }
 
@@ -273,25 +288,18 @@ impl Op for TreeLstmLeaf {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let cell = CellSpec::TREE_LSTM_LEAF.with_dropout(cx.attr != 0);
         if cx.attr == 0 {
-            return be.tree_lstm_leaf_fwd_states(gates, act, cx.out);
+            return be.cell_fwd_states(cell, &[gates], act, cx.out);
         }
         let (b, h) = (cx.out.num_rows(), cx.out.row_len() / 2);
         let mask = rd_mask(self.name(), cx.attr, cx.train, cx.seeds, b, h)?;
-        be.tree_lstm_leaf_rd_fwd_states(gates, &mask.to_device(be.device())?, act, cx.out)
+        let mask = mask.to_device(be.device())?;
+        be.cell_fwd_states(cell, &[gates, &mask], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
-        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
-        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let (write, attr) = (cx.writes(0), cx.attr);
-        let [Some(dgates)] = cx.dargs.as_mut_slice() else {
-            return Ok(());
-        };
-        if attr == 0 {
-            be.tree_lstm_leaf_bwd_states(act, out, dout, dgates.reborrow(), write)
-        } else {
-            be.tree_lstm_leaf_rd_bwd_states(act, out, dout, dgates.reborrow(), write)
-        }
+        let cell = CellSpec::TREE_LSTM_LEAF.with_dropout(cx.attr != 0);
+        states_bwd(cx, cell, self.name())
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i == 0
@@ -373,43 +381,18 @@ impl Op for TreeLstmNode {
             return Err(bad_args(self.name()));
         };
         let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
+        let cell = CellSpec::TREE_LSTM_NODE.with_dropout(cx.attr != 0);
         if cx.attr == 0 {
-            return be.tree_lstm_node_fwd_states(gates, left, right, act, cx.out);
+            return be.cell_fwd_states(cell, &[gates, left, right], act, cx.out);
         }
         let (b, h) = (cx.out.num_rows(), cx.out.row_len() / 2);
         let mask = rd_mask(self.name(), cx.attr, cx.train, cx.seeds, b, h)?;
         let mask = mask.to_device(be.device())?;
-        be.tree_lstm_node_rd_fwd_states(gates, &mask, left, right, act, cx.out)
+        be.cell_fwd_states(cell, &[gates, &mask, left, right], act, cx.out)
     }
     fn backward(&self, cx: &mut Backward<'_>) -> KResult<()> {
-        let (be, out, dout) = (cx.backend, cx.out, cx.dout);
-        let [gates, left, right] = cx.args else {
-            return Err(bad_args(self.name()));
-        };
-        let act = cx.aux.ok_or_else(|| missing_aux(self.name()))?;
-        let (marks, attr) = ([cx.writes(0), cx.writes(1), cx.writes(2)], cx.attr);
-        let [dgates, dleft, dright] = cx.dargs.as_mut_slice() else {
-            return Err(bad_args(self.name()));
-        };
-        if dgates.is_none() && dleft.is_none() && dright.is_none() {
-            return Ok(());
-        }
-        let outs = [
-            (dgates.as_mut(), marks[0]),
-            (dleft.as_mut(), marks[1]),
-            (dright.as_mut(), marks[2]),
-        ];
-        let write = settle_writes(be, outs)?;
-        let mut scratch = None;
-        let dg = grad_or_scratch(be, dgates, &mut scratch, gates.shape())?;
-        // The children's h enter only through the gates.
-        let dl = dleft.as_mut().map(|d| d.reborrow());
-        let dr = dright.as_mut().map(|d| d.reborrow());
-        if attr == 0 {
-            be.tree_lstm_node_bwd_states(act, left, right, out, dout, dg, dl, dr, write)
-        } else {
-            be.tree_lstm_node_rd_bwd_states(act, left, right, out, dout, dg, dl, dr, write)
-        }
+        let cell = CellSpec::TREE_LSTM_NODE.with_dropout(cx.attr != 0);
+        states_bwd(cx, cell, self.name())
     }
     fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
         i < 3

@@ -12,15 +12,13 @@ mod matmul;
 mod optim;
 mod rows;
 mod softmax;
-mod state_cells;
 
-pub use cells::CellOps;
+pub use cells::{CellOps, StateCellOps};
 pub use elementwise::{Binary, ElementwiseOps, Unary};
 pub use matmul::MatmulOps;
 pub use optim::OptimOps;
 pub use rows::RowOps;
 pub use softmax::SoftmaxOps;
-pub use state_cells::StateCellOps;
 
 /// The kernels of one device, on tensors.
 ///

@@ -1,412 +1,114 @@
-//! CellOps for the CPU backend.
-#![allow(clippy::too_many_arguments)]
+//! The cell entry points of the CPU backend: the shared shape contract,
+//! then the description's kernel on slices. The states form reads and
+//! writes the states' halves at their row pitch, so nothing is copied.
 
 use super::{f32_in, f32_out, CpuBackend};
-use crate::backend::CellOps;
-use crate::cell_shapes;
+use crate::backend::{CellOps, StateCellOps};
+use crate::cell::{CellSpec, Form, MAX_INS, MAX_OUTS};
 use crate::error::{Result, TensorError};
 use crate::{Tensor, TensorMut};
 
+impl CpuBackend {
+    /// Runs `form` of `cell` (`states`: the states form) on `outs`, where a
+    /// `None` output is a state that needs no gradient: the kernel adds
+    /// into a scratch buffer instead.
+    fn run_cell(
+        &self,
+        cell: CellSpec,
+        (form, states): (Option<&'static Form>, bool),
+        ins: &[&Tensor],
+        outs: &mut [Option<TensorMut<'_>>],
+        write: bool,
+    ) -> Result<()> {
+        let (n_ins, n_outs) = (ins.len(), outs.len());
+        let shape = |i: usize| outs[i].as_ref().map(|t| t.shape());
+        let (kernel, dims) = cell.check(form, states, ins, outs.len(), shape)?;
+        let (op, form) = (kernel.op, form.expect("checked"));
+        let mut xs: [&[f32]; MAX_INS] = [&[]; MAX_INS];
+        for ((x, t), a) in xs.iter_mut().zip(ins).zip(cell.args(form.ins)) {
+            *x = f32_in(op, a.name, t)?;
+        }
+        // A scratch `Vec` allocates only when resized, for a missing output.
+        let mut scratch: [Vec<f32>; MAX_OUTS] = Default::default();
+        let mut ys: [&mut [f32]; MAX_OUTS] = Default::default();
+        let outs_args = outs.iter_mut().zip(cell.args(form.outs));
+        for ((y, (t, a)), s) in ys.iter_mut().zip(outs_args).zip(&mut scratch) {
+            *y = match t {
+                Some(t) => f32_out(op, a.name, t.reborrow())?,
+                None => {
+                    s.resize(dims.b * 2 * dims.h, 0.0);
+                    s
+                }
+            };
+        }
+        if dims.is_empty() {
+            return Ok(());
+        }
+        let (xs, ys) = (&xs[..n_ins], &mut ys[..n_outs]);
+        (kernel.cpu)(&self.kernels, dims.h, xs, ys, write).map_err(TensorError::kernel(op))
+    }
+
+    /// [`CpuBackend::run_cell`] on the `[b, H]` form: every output given.
+    fn run_split(
+        &self,
+        cell: CellSpec,
+        form: &'static Form,
+        ins: &[&Tensor],
+        outs: &mut [TensorMut<'_>],
+    ) -> Result<()> {
+        if outs.len() > MAX_OUTS {
+            // More outputs than any cell has: the count check reports it.
+            cell.check(Some(form), false, ins, outs.len(), |_| None)?;
+        }
+        let n = outs.len();
+        let mut given: [Option<TensorMut<'_>>; MAX_OUTS] = Default::default();
+        for (g, t) in given.iter_mut().zip(outs.iter_mut()) {
+            *g = Some(t.reborrow());
+        }
+        self.run_cell(cell, (Some(form), false), ins, &mut given[..n], false)
+    }
+}
+
 impl CellOps for CpuBackend {
-    fn lstm_fwd(
-        &self,
-        gates: &Tensor,
-        c_prev: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "lstm_fwd";
-        let cell = cell_shapes::lstm_fwd(
-            gates.shape(),
-            c_prev.shape(),
-            act.shape(),
-            c.shape(),
-            h.shape(),
-        )?;
-        let (gates, c_prev) = (f32_in(OP, "gates", gates)?, f32_in(OP, "c_prev", c_prev)?);
-        let (act, c, h) = (
-            f32_out(OP, "act", act)?,
-            f32_out(OP, "c", c)?,
-            f32_out(OP, "h", h)?,
-        );
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .lstm_fwd(gates, c_prev, cell.h, act, c, h)
-            .map_err(TensorError::kernel(OP))
+    fn cell_fwd(&self, cell: CellSpec, ins: &[&Tensor], outs: &mut [TensorMut<'_>]) -> Result<()> {
+        self.run_split(cell, &cell.desc.fwd, ins, outs)
     }
 
-    fn lstm_bwd(
+    fn cell_bwd(&self, cell: CellSpec, ins: &[&Tensor], outs: &mut [TensorMut<'_>]) -> Result<()> {
+        self.run_split(cell, &cell.desc.bwd, ins, outs)
+    }
+}
+
+impl StateCellOps for CpuBackend {
+    fn cell_fwd_states(
         &self,
-        act: &Tensor,
-        c_prev: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
+        cell: CellSpec,
+        ins: &[&Tensor],
+        act: TensorMut<'_>,
+        states: TensorMut<'_>,
+    ) -> Result<()> {
+        let form = (cell.desc.fwd_states.as_ref(), true);
+        self.run_cell(cell, form, ins, &mut [Some(act), Some(states)], false)
+    }
+
+    fn cell_bwd_states(
+        &self,
+        cell: CellSpec,
+        ins: &[&Tensor],
         dgates: TensorMut<'_>,
-        dc_prev: TensorMut<'_>,
+        dchildren: &mut [Option<TensorMut<'_>>],
+        write: bool,
     ) -> Result<()> {
-        const OP: &str = "lstm_bwd";
-        let cell = cell_shapes::lstm_bwd(
-            act.shape(),
-            c_prev.shape(),
-            c.shape(),
-            dc.shape(),
-            dh.shape(),
-            dgates.shape(),
-            dc_prev.shape(),
-        )?;
-        let (act, c_prev, c) = (
-            f32_in(OP, "act", act)?,
-            f32_in(OP, "c_prev", c_prev)?,
-            f32_in(OP, "c", c)?,
-        );
-        let (dc, dh) = (f32_in(OP, "dc", dc)?, f32_in(OP, "dh", dh)?);
-        let (dgates, dc_prev) = (
-            f32_out(OP, "dgates", dgates)?,
-            f32_out(OP, "dc_prev", dc_prev)?,
-        );
-        if cell.is_empty() {
-            return Ok(());
+        let form = (cell.desc.bwd_states.as_ref(), true);
+        if dchildren.len() >= MAX_OUTS {
+            cell.check(form.0, true, ins, 1 + dchildren.len(), |_| None)?;
         }
-        self.kernels
-            .lstm_bwd(act, c_prev, c, dc, dh, cell.h, dgates, dc_prev)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn gru_fwd(
-        &self,
-        xw: &Tensor,
-        hu: &Tensor,
-        h_prev: &Tensor,
-        act: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "gru_fwd";
-        let cell = cell_shapes::gru_fwd(
-            xw.shape(),
-            hu.shape(),
-            h_prev.shape(),
-            act.shape(),
-            h.shape(),
-        )?;
-        let (xw, hu, h_prev) = (
-            f32_in(OP, "xw", xw)?,
-            f32_in(OP, "hu", hu)?,
-            f32_in(OP, "h_prev", h_prev)?,
-        );
-        let (act, h) = (f32_out(OP, "act", act)?, f32_out(OP, "h", h)?);
-        if cell.is_empty() {
-            return Ok(());
+        let mut outs: [Option<TensorMut<'_>>; MAX_OUTS] = Default::default();
+        outs[0] = Some(dgates);
+        let n = 1 + dchildren.len();
+        for (o, d) in outs[1..].iter_mut().zip(dchildren.iter_mut()) {
+            *o = d.as_mut().map(|d| d.reborrow());
         }
-        self.kernels
-            .gru_fwd(xw, hu, h_prev, cell.h, act, h)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn gru_bwd(
-        &self,
-        act: &Tensor,
-        hu: &Tensor,
-        h_prev: &Tensor,
-        dh: &Tensor,
-        dxw: TensorMut<'_>,
-        dhu: TensorMut<'_>,
-        dh_prev: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "gru_bwd";
-        let cell = cell_shapes::gru_bwd(
-            act.shape(),
-            hu.shape(),
-            h_prev.shape(),
-            dh.shape(),
-            dxw.shape(),
-            dhu.shape(),
-            dh_prev.shape(),
-        )?;
-        let (act, hu, h_prev) = (
-            f32_in(OP, "act", act)?,
-            f32_in(OP, "hu", hu)?,
-            f32_in(OP, "h_prev", h_prev)?,
-        );
-        let dh = f32_in(OP, "dh", dh)?;
-        let (dxw, dhu) = (f32_out(OP, "dxw", dxw)?, f32_out(OP, "dhu", dhu)?);
-        let dh_prev = f32_out(OP, "dh_prev", dh_prev)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .gru_bwd(act, hu, h_prev, dh, cell.h, dxw, dhu, dh_prev)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_leaf_fwd(
-        &self,
-        gates: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_fwd";
-        let cell =
-            cell_shapes::leaf_fwd(OP, gates.shape(), None, act.shape(), c.shape(), h.shape())?;
-        let gates = f32_in(OP, "gates", gates)?;
-        let (act, c, h) = (
-            f32_out(OP, "act", act)?,
-            f32_out(OP, "c", c)?,
-            f32_out(OP, "h", h)?,
-        );
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_leaf_fwd(gates, cell.h, act, c, h)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_leaf_bwd(
-        &self,
-        act: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_bwd";
-        let cell = cell_shapes::leaf_bwd(
-            OP,
-            false,
-            act.shape(),
-            c.shape(),
-            dc.shape(),
-            dh.shape(),
-            dgates.shape(),
-        )?;
-        let (act, c) = (f32_in(OP, "act", act)?, f32_in(OP, "c", c)?);
-        let (dc, dh) = (f32_in(OP, "dc", dc)?, f32_in(OP, "dh", dh)?);
-        let dgates = f32_out(OP, "dgates", dgates)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_leaf_bwd(act, c, dc, dh, cell.h, dgates)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_node_fwd(
-        &self,
-        gates: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_node_fwd";
-        let cell = cell_shapes::node_fwd(
-            OP,
-            gates.shape(),
-            None,
-            c_l.shape(),
-            c_r.shape(),
-            act.shape(),
-            c.shape(),
-            h.shape(),
-        )?;
-        let gates = f32_in(OP, "gates", gates)?;
-        let (c_l, c_r) = (f32_in(OP, "c_l", c_l)?, f32_in(OP, "c_r", c_r)?);
-        let (act, c, h) = (
-            f32_out(OP, "act", act)?,
-            f32_out(OP, "c", c)?,
-            f32_out(OP, "h", h)?,
-        );
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_node_fwd(gates, c_l, c_r, cell.h, act, c, h)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_node_bwd(
-        &self,
-        act: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-        dc_l: TensorMut<'_>,
-        dc_r: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_node_bwd";
-        let cell = cell_shapes::node_bwd(
-            OP,
-            false,
-            act.shape(),
-            [c_l.shape(), c_r.shape(), c.shape(), dc.shape(), dh.shape()],
-            dgates.shape(),
-            dc_l.shape(),
-            dc_r.shape(),
-        )?;
-        let (act, c_l, c_r) = (
-            f32_in(OP, "act", act)?,
-            f32_in(OP, "c_l", c_l)?,
-            f32_in(OP, "c_r", c_r)?,
-        );
-        let (c, dc, dh) = (
-            f32_in(OP, "c", c)?,
-            f32_in(OP, "dc", dc)?,
-            f32_in(OP, "dh", dh)?,
-        );
-        let dgates = f32_out(OP, "dgates", dgates)?;
-        let (dc_l, dc_r) = (f32_out(OP, "dc_l", dc_l)?, f32_out(OP, "dc_r", dc_r)?);
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_node_bwd(act, c_l, c_r, c, dc, dh, cell.h, dgates, dc_l, dc_r)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_leaf_rd_fwd(
-        &self,
-        gates: &Tensor,
-        mask: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_rd_fwd";
-        let cell = cell_shapes::leaf_fwd(
-            OP,
-            gates.shape(),
-            Some(mask.shape()),
-            act.shape(),
-            c.shape(),
-            h.shape(),
-        )?;
-        let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
-        let (act, c, h) = (
-            f32_out(OP, "act", act)?,
-            f32_out(OP, "c", c)?,
-            f32_out(OP, "h", h)?,
-        );
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_leaf_rd_fwd(gates, mask, cell.h, act, c, h)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_leaf_rd_bwd(
-        &self,
-        act: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_leaf_rd_bwd";
-        let cell = cell_shapes::leaf_bwd(
-            OP,
-            true,
-            act.shape(),
-            c.shape(),
-            dc.shape(),
-            dh.shape(),
-            dgates.shape(),
-        )?;
-        let (act, c) = (f32_in(OP, "act", act)?, f32_in(OP, "c", c)?);
-        let (dc, dh) = (f32_in(OP, "dc", dc)?, f32_in(OP, "dh", dh)?);
-        let dgates = f32_out(OP, "dgates", dgates)?;
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_leaf_rd_bwd(act, c, dc, dh, cell.h, dgates)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_node_rd_fwd(
-        &self,
-        gates: &Tensor,
-        mask: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_node_rd_fwd";
-        let cell = cell_shapes::node_fwd(
-            OP,
-            gates.shape(),
-            Some(mask.shape()),
-            c_l.shape(),
-            c_r.shape(),
-            act.shape(),
-            c.shape(),
-            h.shape(),
-        )?;
-        let (gates, mask) = (f32_in(OP, "gates", gates)?, f32_in(OP, "mask", mask)?);
-        let (c_l, c_r) = (f32_in(OP, "c_l", c_l)?, f32_in(OP, "c_r", c_r)?);
-        let (act, c, h) = (
-            f32_out(OP, "act", act)?,
-            f32_out(OP, "c", c)?,
-            f32_out(OP, "h", h)?,
-        );
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_node_rd_fwd(gates, mask, c_l, c_r, cell.h, act, c, h)
-            .map_err(TensorError::kernel(OP))
-    }
-
-    fn tree_lstm_node_rd_bwd(
-        &self,
-        act: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-        dc_l: TensorMut<'_>,
-        dc_r: TensorMut<'_>,
-    ) -> Result<()> {
-        const OP: &str = "tree_lstm_node_rd_bwd";
-        let cell = cell_shapes::node_bwd(
-            OP,
-            true,
-            act.shape(),
-            [c_l.shape(), c_r.shape(), c.shape(), dc.shape(), dh.shape()],
-            dgates.shape(),
-            dc_l.shape(),
-            dc_r.shape(),
-        )?;
-        let (act, c_l, c_r) = (
-            f32_in(OP, "act", act)?,
-            f32_in(OP, "c_l", c_l)?,
-            f32_in(OP, "c_r", c_r)?,
-        );
-        let (c, dc, dh) = (
-            f32_in(OP, "c", c)?,
-            f32_in(OP, "dc", dc)?,
-            f32_in(OP, "dh", dh)?,
-        );
-        let dgates = f32_out(OP, "dgates", dgates)?;
-        let (dc_l, dc_r) = (f32_out(OP, "dc_l", dc_l)?, f32_out(OP, "dc_r", dc_r)?);
-        if cell.is_empty() {
-            return Ok(());
-        }
-        self.kernels
-            .tree_lstm_node_rd_bwd(act, c_l, c_r, c, dc, dh, cell.h, dgates, dc_l, dc_r)
-            .map_err(TensorError::kernel(OP))
+        self.run_cell(cell, form, ins, &mut outs[..n], write)
     }
 }

@@ -22,7 +22,6 @@ mod optim;
 pub(crate) mod packed;
 mod rows;
 mod softmax;
-mod state_cells;
 
 /// The CPU backend: [`Backend`] on host tensors, through [`CpuKernels`].
 ///

@@ -1,7 +1,11 @@
 //! Helpers shared by the backend tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod cell_calls;
 pub mod state_cells;
+
+#[allow(unused_imports)]
+pub use cell_calls::CellCalls;
 
 use sheaf_kernels_cpu::{CpuKernels, Isa};
 use sheaf_tensor::{CpuBackend, DType, Device, Shape, Tensor};

@@ -5,7 +5,7 @@
 
 use super::{get, vals};
 use sheaf_tensor::prelude::*;
-use sheaf_tensor::{CpuBackend, DType, Result, Shape, Tensor, TensorMut};
+use sheaf_tensor::{CellSpec, CpuBackend, DType, Result, Shape, Tensor, TensorMut};
 
 // ---------------------------------------------------------------------------
 // The trait's default methods, over the CPU's `[b, H]` cells.
@@ -17,153 +17,12 @@ use sheaf_tensor::{CpuBackend, DType, Result, Shape, Tensor, TensorMut};
 pub struct Defaults(pub CpuBackend);
 
 impl CellOps for Defaults {
-    fn lstm_fwd(
-        &self,
-        gates: &Tensor,
-        c_prev: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.lstm_fwd(gates, c_prev, act, c, h)
+    fn cell_fwd(&self, cell: CellSpec, ins: &[&Tensor], outs: &mut [TensorMut<'_>]) -> Result<()> {
+        self.0.cell_fwd(cell, ins, outs)
     }
 
-    fn lstm_bwd(
-        &self,
-        act: &Tensor,
-        c_prev: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-        dc_prev: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.lstm_bwd(act, c_prev, c, dc, dh, dgates, dc_prev)
-    }
-
-    fn gru_fwd(
-        &self,
-        xw: &Tensor,
-        hu: &Tensor,
-        h_prev: &Tensor,
-        act: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.gru_fwd(xw, hu, h_prev, act, h)
-    }
-
-    fn gru_bwd(
-        &self,
-        act: &Tensor,
-        hu: &Tensor,
-        h_prev: &Tensor,
-        dh: &Tensor,
-        dxw: TensorMut<'_>,
-        dhu: TensorMut<'_>,
-        dh_prev: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.gru_bwd(act, hu, h_prev, dh, dxw, dhu, dh_prev)
-    }
-
-    fn tree_lstm_leaf_fwd(
-        &self,
-        gates: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.tree_lstm_leaf_fwd(gates, act, c, h)
-    }
-
-    fn tree_lstm_leaf_bwd(
-        &self,
-        act: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.tree_lstm_leaf_bwd(act, c, dc, dh, dgates)
-    }
-
-    fn tree_lstm_node_fwd(
-        &self,
-        gates: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.tree_lstm_node_fwd(gates, c_l, c_r, act, c, h)
-    }
-
-    fn tree_lstm_node_bwd(
-        &self,
-        act: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-        dc_l: TensorMut<'_>,
-        dc_r: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0
-            .tree_lstm_node_bwd(act, c_l, c_r, c, dc, dh, dgates, dc_l, dc_r)
-    }
-
-    fn tree_lstm_leaf_rd_fwd(
-        &self,
-        gates: &Tensor,
-        mask: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.tree_lstm_leaf_rd_fwd(gates, mask, act, c, h)
-    }
-
-    fn tree_lstm_leaf_rd_bwd(
-        &self,
-        act: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0.tree_lstm_leaf_rd_bwd(act, c, dc, dh, dgates)
-    }
-
-    fn tree_lstm_node_rd_fwd(
-        &self,
-        gates: &Tensor,
-        mask: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        act: TensorMut<'_>,
-        c: TensorMut<'_>,
-        h: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0
-            .tree_lstm_node_rd_fwd(gates, mask, c_l, c_r, act, c, h)
-    }
-
-    fn tree_lstm_node_rd_bwd(
-        &self,
-        act: &Tensor,
-        c_l: &Tensor,
-        c_r: &Tensor,
-        c: &Tensor,
-        dc: &Tensor,
-        dh: &Tensor,
-        dgates: TensorMut<'_>,
-        dc_l: TensorMut<'_>,
-        dc_r: TensorMut<'_>,
-    ) -> Result<()> {
-        self.0
-            .tree_lstm_node_rd_bwd(act, c_l, c_r, c, dc, dh, dgates, dc_l, dc_r)
+    fn cell_bwd(&self, cell: CellSpec, ins: &[&Tensor], outs: &mut [TensorMut<'_>]) -> Result<()> {
+        self.0.cell_bwd(cell, ins, outs)
     }
 }
 

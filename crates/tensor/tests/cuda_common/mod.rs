@@ -5,6 +5,10 @@
 // explains at its `allow`; the parity closures return it.
 #![allow(clippy::result_large_err)]
 
+#[path = "../common/cell_calls.rs"]
+pub mod cell_calls;
+pub use cell_calls::CellCalls;
+
 pub use std::ops::Deref;
 pub use std::slice::from_ref;
 use std::sync::{Mutex, MutexGuard};
