@@ -34,6 +34,7 @@
 mod attention;
 mod linear;
 mod recurrent;
+mod recurrent_vertex;
 mod scope;
 mod tree;
 

@@ -662,6 +662,8 @@ pub struct Recurrent<C: Cell> {
     units: Vec<Vec<Unit>>,
     path: String,
     cell: PhantomData<C>,
+    /// Step functions, when on ([`Recurrent::with_vertex_functions`]).
+    steps: Option<crate::recurrent_vertex::UnitFns>,
 }
 
 /// LSTM layers (see the module docs for the gates and weight layout).
@@ -834,7 +836,17 @@ impl<C: Cell> Recurrent<C> {
             units,
             path: layer_path(C::NAME, scope),
             cell: PhantomData,
+            steps: None,
         })
+    }
+
+    /// The step functions, when on.
+    pub(crate) fn step_fns(&self) -> Option<&crate::recurrent_vertex::UnitFns> {
+        self.steps.as_ref()
+    }
+
+    pub(crate) fn set_step_fns(&mut self, fns: Option<crate::recurrent_vertex::UnitFns>) {
+        self.steps = fns;
     }
 
     /// The configuration.
@@ -1041,7 +1053,7 @@ impl<C: Cell> Recurrent<C> {
         for (l, (layer, &s)) in self.units.iter().zip(&state.states).enumerate() {
             let unit = &layer[0];
             let xw = unit.input_part(g, x)?;
-            let s = C::step(g, unit, xw, s, state.prev(l))?;
+            let s = self.run_step(g, (l, 0), xw, s, state.prev(l))?;
             next.push(s);
             if l < last {
                 // Between layers; the top output (read with `output`) is
@@ -1142,7 +1154,7 @@ impl<C: Cell> Recurrent<C> {
                     _ => Box::new((0..seq.len()).rev()),
                 };
                 for t in order {
-                    state = C::step(g, unit, xw[t], state, prev)?;
+                    state = self.run_step(g, (l, d), xw[t], state, prev)?;
                     let out = C::output(g, state)?;
                     prev = Prev::Output(out);
                     h[t] = Some(out);
