@@ -2,7 +2,8 @@
 //! (hidden 32, batch 32 or `--batch`, Adam), training strings/s for length bucketing
 //! (spacing 1.5, `--spacing`) and agenda batching over three length mixes, with the
 //! padding fraction and a check that the bucketed (padded, masked) loss
-//! equals the unpadded sequential one.
+//! equals the unpadded sequential one; each again with the GRU steps as
+//! vertex functions (variant `<mix>, vertex`), and the ratio.
 
 use std::time::Instant;
 
@@ -43,12 +44,16 @@ const WARM: usize = 128;
 /// timed run's products.
 fn time(
     mode: Mode,
+    vertex: bool,
     batch: usize,
     warm: &[Example],
     timed: &[Example],
 ) -> Result<(f64, f64, Products), String> {
     let mut store = ParamStore::new();
-    let model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
+    let mut model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
+    if vertex {
+        model = model.with_vertex_functions().map_err(|e| e.to_string())?;
+    }
     let mut opt = Optimizer::adam(Adam {
         lr: 0.01,
         ..Adam::default()
@@ -138,15 +143,23 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
                 eprintln!("{e}");
                 std::process::exit(1)
             });
-        for (name, mode) in [
-            ("bucket", Mode::Bucket(args.spacing)),
-            ("agenda", Mode::Dynamic(Strategy::Agenda)),
+        let mut rates = Vec::new();
+        for (name, mode, vertex) in [
+            ("bucket", Mode::Bucket(args.spacing), false),
+            ("agenda", Mode::Dynamic(Strategy::Agenda), false),
+            ("bucket", Mode::Bucket(args.spacing), true),
+            ("agenda", Mode::Dynamic(Strategy::Agenda), true),
         ] {
+            let variant = match vertex {
+                true => format!("{mix}, vertex"),
+                false => mix.to_string(),
+            };
             let (secs, pad, products) =
-                with_threads(threads, || time(mode, args.batch, warm, timed)).unwrap_or_else(|e| {
-                    eprintln!("{name}: {e}");
-                    std::process::exit(1)
-                });
+                with_threads(threads, || time(mode, vertex, args.batch, warm, timed))
+                    .unwrap_or_else(|e| {
+                        eprintln!("{name}: {e}");
+                        std::process::exit(1)
+                    });
             let rate = n as f64 / secs;
             let bound = n as f64 / products.seconds(threads, budget);
             let gflops = flops / secs / 1e9;
@@ -155,8 +168,10 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
             } else {
                 "-".into()
             };
+            let shown = if vertex { format!("{name}/v") } else { name.to_string() };
+            rates.push((name, vertex, rate));
             println!(
-                "{mix:>11} {name:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10} {bound:>10.1} {:>8.1}%",
+                "{mix:>11} {shown:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10} {bound:>10.1} {:>8.1}%",
                 100.0 * pad,
                 100.0 * rate / bound
             );
@@ -177,7 +192,7 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
                 &notes,
             );
             report.add_bound(bound);
-            report.set_variant(mix);
+            report.set_variant(&variant);
             if name == "bucket" {
                 report.add(
                     "W6",
@@ -191,7 +206,13 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
                     None,
                     &notes,
                 );
-                report.set_variant(mix);
+                report.set_variant(&variant);
+            }
+        }
+        for name in ["bucket", "agenda"] {
+            let of = |v: bool| rates.iter().find(|r| r.0 == name && r.1 == v).map(|r| r.2);
+            if let (Some(v), Some(i)) = (of(true), of(false)) {
+                println!("{mix:>11} {name:>8} vertex / inline: {:.3}", v / i);
             }
         }
     }

@@ -160,6 +160,16 @@ impl Model {
         Ok(Model { gru, out })
     }
 
+    /// The same model with each GRU step after the first one call of a
+    /// vertex function ([`Gru::with_vertex_functions`]): the same values
+    /// and gradients, fewer graph nodes per step.
+    pub fn with_vertex_functions(self) -> Result<Self> {
+        Ok(Model {
+            gru: self.gru.with_vertex_functions()?,
+            out: self.out,
+        })
+    }
+
     /// Every parameter: the GRU's layer by layer (`w`, `u`, `b`, `b_u`),
     /// then the output's weight and bias.
     pub fn params(&self) -> Vec<Param> {
