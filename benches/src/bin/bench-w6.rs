@@ -168,7 +168,11 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
             } else {
                 "-".into()
             };
-            let shown = if vertex { format!("{name}/v") } else { name.to_string() };
+            let shown = if vertex {
+                format!("{name}/v")
+            } else {
+                name.to_string()
+            };
             rates.push((name, vertex, rate));
             println!(
                 "{mix:>11} {shown:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10} {bound:>10.1} {:>8.1}%",
