@@ -114,8 +114,8 @@ fn bytes(n: usize) -> String {
 const SHOWN_OPS: usize = 12;
 
 /// A few lines for people: the counts, then the ops with the most nodes
-/// (batches, nodes, mean batch and bytes gathered each), at most
-/// [`SHOWN_OPS`] of them. `{:?}` keeps every field.
+/// (batches, nodes, mean batch and bytes gathered each), at most 12
+/// (`SHOWN_OPS`). `{:?}` keeps every field.
 impl fmt::Display for PlanStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
