@@ -81,3 +81,27 @@ fn the_layers_model_trains_like_the_hand_written_one() {
         }
     }
 }
+
+#[test]
+fn both_models_build_the_same_ops() {
+    let trees = parse_trees(TREES, "inline").unwrap();
+    let ids: Vec<Vec<u32>> = trees.iter().map(|t| vec![0; t.words.len()]).collect();
+    let (mut hs, mut ns) = (ParamStore::new(), ParamStore::new());
+    let hand = HandTreeLstm::new(&mut hs, 3, 1).unwrap();
+    let nn = w1::model(&mut ns, 3, 2).unwrap();
+    let (mut hg, mut ng) = (Graph::new(), Graph::new());
+    let ops = |g: &Graph| -> Vec<&'static str> {
+        (0..g.len())
+            .map(|i| g.op_name(sheaf_autodiff::NodeId::from_index(i)))
+            .collect()
+    };
+    for (t, i) in trees.iter().zip(&ids) {
+        hand.tree_loss(&mut hg, t, i).unwrap();
+        nn.tree_loss(&mut ng, t, i).unwrap();
+    }
+    let (mut a, mut b) = (ops(&ng), ops(&hg));
+    assert_eq!(a.len(), b.len());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+}

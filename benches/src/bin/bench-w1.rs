@@ -299,6 +299,8 @@ fn time_form(d: &Data, strategy: Strategy, form: Form) -> Result<f64, String> {
     }
     let mut hand_store = ParamStore::new();
     let hand = HandTreeLstm::new(&mut hand_store, d.vocab, 1).map_err(|e| e.to_string())?;
+    // Every form starts from the hand-written model's values.
+    hand.copy_into(&hand_store, &model, &mut store);
     if let Form::Hand = form {
         store = hand_store;
     }
