@@ -1,0 +1,396 @@
+//! Vertex functions (Cavs, ATC'18): a per-vertex sub-graph traced ONCE into
+//! a template, then added to a graph as ONE node per call.
+//!
+//! [`VertexFn::trace`] runs a closure on placeholder arguments of given
+//! shapes and records the ops it adds (their order, shapes, attributes, the
+//! parameters and constants they read). [`Graph::call`] then adds a single
+//! node whose op is the template: its signature is (template, argument
+//! shapes, parameters), so every executor batches calls of one function
+//! like any op, and a batch runs the template's ops in order, each as ONE
+//! batched kernel over all the calls. Per instance the host builds, signs,
+//! plans and books one node where the inlined model had one per op.
+//!
+//! What a call computes equals the inlined ops (tested), with two rules:
+//! - F must be static: its ops may not depend on values (reading one while
+//!   tracing is an error), and per-instance data (a word id, a label) are
+//!   fixed at trace time: pass varying rows in as arguments.
+//! - Dropout inside F draws its mask from the call node's seed and the op's
+//!   position in F, so it is the same under every executor, though not the
+//!   mask the inlined graph would draw.
+//!
+//! F's intermediates live in the call's auxiliary buffer (one contiguous
+//! region per intermediate, batch-major inside it), next to the inner ops'
+//! own auxiliary buffers, so backward replays F in reverse from them. Calls
+//! may nest: a call node inside F is one more op of the template.
+
+use std::sync::Arc;
+
+use sheaf_tensor::{DType, Device, Shape, Tensor};
+
+use crate::error::{GraphError, Result};
+use crate::exec::GraphExec;
+use crate::graph::{Graph, NodeKind};
+use crate::id::{Expr, NodeId};
+use crate::op::{ArgRole, Attr, Cost, Op};
+use crate::params::Param;
+
+mod call;
+
+use call::CallOp;
+
+/// A traced vertex function; cheap to clone (shared template).
+#[derive(Clone)]
+pub struct VertexFn {
+    op: Arc<dyn Op>,
+    template: Arc<Template>,
+}
+
+impl std::fmt::Debug for VertexFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.template;
+        f.debug_struct("VertexFn")
+            .field("name", &t.name)
+            .field("args", &t.arg_shapes)
+            .field("ops", &t.steps.len())
+            .field("params", &t.params.len())
+            .finish()
+    }
+}
+
+/// Where an inner op's argument comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Src {
+    /// Argument `i` of the call.
+    Arg(usize),
+    /// Parameter `i` of the template (argument `n_args + i` of the call).
+    Param(usize),
+    /// Constant `i` of the template.
+    Const(usize),
+    /// The output of step `i`.
+    Step(usize),
+}
+
+/// One op of the template.
+struct Step {
+    op: Arc<dyn Op>,
+    args: Vec<Src>,
+    roles: Vec<ArgRole>,
+    attr: Attr,
+    data: u32,
+    shape: Shape,
+    /// The region of the call's auxiliary buffer holding this step's value
+    /// (every step but the last, whose value is the call's output).
+    value: Option<usize>,
+    /// The region and per-instance shape of the op's own auxiliary buffer.
+    aux: Option<(usize, Shape)>,
+}
+
+/// A contiguous run of the call's auxiliary buffer: `size` values per
+/// instance, at `offset` per instance (so at `b * offset` in a batch of
+/// `b`, batch-major).
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    offset: usize,
+    size: usize,
+}
+
+/// What tracing recorded.
+struct Template {
+    name: &'static str,
+    arg_shapes: Vec<Shape>,
+    params: Vec<Param>,
+    consts: Vec<Tensor>,
+    steps: Vec<Step>,
+    regions: Vec<Region>,
+    /// Values per instance in the auxiliary buffer.
+    aux_len: usize,
+    /// `(offset, shape)` of each output within the call's output: one
+    /// output is the whole of it, several are concatenated flat.
+    outputs: Vec<(usize, Shape)>,
+    out_shape: Shape,
+    batchable: bool,
+    cost: Cost,
+}
+
+/// What a graph records while it is traced.
+#[derive(Debug, Default)]
+pub(crate) struct Tracing {
+    pub(crate) name: &'static str,
+    pub(crate) params: Vec<Param>,
+}
+
+fn params_err(name: &str, what: String) -> GraphError {
+    GraphError::Params(format!("vertex function `{name}`: {what}"))
+}
+
+impl VertexFn {
+    /// Traces `f` once on placeholder arguments of shapes `args` (each
+    /// per-instance, without a batch axis). `f` returns F's outputs: one
+    /// node, or several (a cell's state and `h`; [`Graph::call`] then
+    /// returns them as views of one concatenated output).
+    ///
+    /// Errors: `f`'s own error; `f` reads a value (F must be static); an
+    /// output that is an argument, parameter or constant (F computes
+    /// nothing then); an op that takes a per-call value where it needs one
+    /// shared by the batch (a parameter's place).
+    pub fn trace(
+        name: &'static str,
+        args: &[Shape],
+        f: impl FnOnce(&mut Graph, &[Expr]) -> Result<Vec<Expr>>,
+    ) -> Result<VertexFn> {
+        let mut g = Graph::new();
+        g.tracing = Some(Box::new(Tracing {
+            name,
+            params: Vec::new(),
+        }));
+        let mut placeholders = Vec::with_capacity(args.len());
+        for s in args {
+            let zero = Tensor::zeros(*s, DType::F32, Device::Cpu).map_err(|source| {
+                GraphError::Tensor {
+                    context: format!("vertex function `{name}`: placeholder of shape {s}"),
+                    source: Box::new(source),
+                }
+            })?;
+            placeholders.push(g.input(zero));
+        }
+        let outs = f(&mut g, &placeholders)?;
+        let (out, outputs) = match outs.as_slice() {
+            [] => return Err(params_err(name, "it returns no output".into())),
+            [one] => (*one, vec![(0, g.shape(*one)?)]),
+            many => {
+                // Several outputs: one flat concatenation, cut apart by
+                // views at each call.
+                let mut flat = Vec::with_capacity(many.len());
+                let mut outputs = Vec::with_capacity(many.len());
+                let mut offset = 0;
+                for &o in many {
+                    let shape = g.shape(o)?;
+                    let n = numel(name, shape)?;
+                    flat.push(if shape.rank() == 1 {
+                        o
+                    } else {
+                        g.reshape(o, [n])?
+                    });
+                    outputs.push((offset, shape));
+                    offset += n;
+                }
+                (g.concat(&flat)?, outputs)
+            }
+        };
+        let out_node = g.check(out, "vertex function")?;
+        if !g.node(out_node).kind().is_op() {
+            return Err(params_err(
+                name,
+                "its output is an argument, a parameter or a constant: F computes nothing".into(),
+            ));
+        }
+        let tracing = g.tracing.take().unwrap_or_default();
+        let template =
+            Template::from_trace(&g, name, args.to_vec(), tracing.params, out_node, outputs)?;
+        let template = Arc::new(template);
+        Ok(VertexFn {
+            op: Arc::new(CallOp(Arc::clone(&template))),
+            template,
+        })
+    }
+
+    /// The function's name (its op's name in plans and errors).
+    pub fn name(&self) -> &'static str {
+        self.template.name
+    }
+
+    /// The ops of one call.
+    pub fn ops(&self) -> usize {
+        self.template.steps.len()
+    }
+
+    /// The op of its call nodes (to check it like any op, e.g. with
+    /// [`crate::testing::check_batching`]).
+    pub fn op(&self) -> &Arc<dyn Op> {
+        &self.op
+    }
+
+    /// The parameters F reads (shared by every call).
+    pub fn params(&self) -> &[Param] {
+        &self.template.params
+    }
+}
+
+impl NodeKind {
+    /// Whether the node is computed by an op (not an input or parameter).
+    pub fn is_op(&self) -> bool {
+        matches!(self, NodeKind::Op)
+    }
+}
+
+fn numel(name: &str, s: Shape) -> Result<usize> {
+    s.numel().map_err(|source| GraphError::Tensor {
+        context: format!("vertex function `{name}`: shape {s}"),
+        source: Box::new(source),
+    })
+}
+
+impl Template {
+    /// The steps F's output depends on, in tape order, with their sources
+    /// and buffer regions.
+    fn from_trace(
+        g: &Graph,
+        name: &'static str,
+        arg_shapes: Vec<Shape>,
+        params: Vec<Param>,
+        out: NodeId,
+        outputs: Vec<(usize, Shape)>,
+    ) -> Result<Template> {
+        // Only what the output needs (dead ops are dropped).
+        let mut live = vec![false; out.index() + 1];
+        live[out.index()] = true;
+        for i in (0..=out.index()).rev() {
+            if live[i] {
+                for a in g.args(NodeId(i as u32)) {
+                    live[a.index()] = true;
+                }
+            }
+        }
+        let n_args = arg_shapes.len();
+        let mut src: Vec<Option<Src>> = vec![None; out.index() + 1];
+        let mut consts = Vec::new();
+        let mut steps: Vec<Step> = Vec::new();
+        let mut regions = Vec::new();
+        let mut aux_len = 0;
+        let mut region = |size: usize| {
+            regions.push(Region {
+                offset: aux_len,
+                size,
+            });
+            aux_len += size;
+            regions.len() - 1
+        };
+        for i in 0..=out.index() {
+            if !live[i] {
+                continue;
+            }
+            let id = NodeId(i as u32);
+            let node = g.node(id);
+            src[i] = Some(match node.kind() {
+                NodeKind::Input(k) if (k as usize) < n_args => Src::Arg(k as usize),
+                NodeKind::Input(k) => {
+                    let value = g
+                        .input_value(k)
+                        .cloned()
+                        .ok_or_else(|| params_err(name, format!("constant {k} is missing")))?;
+                    consts.push(value);
+                    Src::Const(consts.len() - 1)
+                }
+                NodeKind::Param(p) => match params.iter().position(|q| q.id() == p) {
+                    Some(k) => Src::Param(k),
+                    None => return Err(params_err(name, "reads an unknown parameter".into())),
+                },
+                NodeKind::Op => {
+                    let op = g.op_shared(id);
+                    let ids = g.args(id);
+                    let n = ids.len();
+                    let mut args = Vec::with_capacity(n);
+                    let mut roles = Vec::with_capacity(n);
+                    for (k, a) in ids.iter().enumerate() {
+                        let s = src[a.index()].ok_or_else(|| {
+                            params_err(name, format!("node {a} is used before it is traced"))
+                        })?;
+                        let role = op.arg_role(k, n);
+                        if role == ArgRole::Share && matches!(s, Src::Arg(_) | Src::Step(_)) {
+                            return Err(params_err(
+                                name,
+                                format!(
+                                    "{} takes argument {k} as one value for a whole batch (a \
+                                     parameter's place), but in F it differs from call to call",
+                                    op.name()
+                                ),
+                            ));
+                        }
+                        args.push(s);
+                        roles.push(role);
+                    }
+                    let shapes: Vec<Shape> = ids.iter().map(|a| g.node(*a).shape()).collect();
+                    let aux = op.aux_shape(&node.shape(), &shapes, node.attr());
+                    let aux = match aux {
+                        Some(s) => Some((region(numel(name, s)?), s)),
+                        None => None,
+                    };
+                    let value = match i == out.index() {
+                        true => None,
+                        false => Some(region(numel(name, node.shape())?)),
+                    };
+                    steps.push(Step {
+                        op,
+                        args,
+                        roles,
+                        attr: node.attr(),
+                        data: node.data(),
+                        shape: node.shape(),
+                        value,
+                        aux,
+                    });
+                    Src::Step(steps.len() - 1)
+                }
+            });
+        }
+        let batchable = steps.iter().all(|s| s.op.batchable());
+        let cost = match steps.iter().any(|s| s.op.cost() == Cost::Heavy) {
+            true => Cost::Heavy,
+            false => Cost::Cheap,
+        };
+        Ok(Template {
+            name,
+            arg_shapes,
+            params,
+            consts,
+            out_shape: g.node(out).shape(),
+            steps,
+            regions,
+            aux_len,
+            outputs,
+            batchable,
+            cost,
+        })
+    }
+}
+
+impl Graph {
+    /// Adds one call of `f` on `args` (each of the shape `f` was traced
+    /// with) and returns its outputs: the node itself for one output,
+    /// views of it ([`Graph::slice`], reshaped back) for several.
+    ///
+    /// Errors: a wrong number of arguments, or an argument of another
+    /// shape than traced (naming F, the argument and both shapes).
+    pub fn call(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Vec<Expr>> {
+        let t = &f.template;
+        if args.len() != t.arg_shapes.len() {
+            return Err(params_err(
+                t.name,
+                format!(
+                    "called with {} argument(s), traced with {}",
+                    args.len(),
+                    t.arg_shapes.len()
+                ),
+            ));
+        }
+        let mut all = Vec::with_capacity(args.len() + t.params.len());
+        all.extend_from_slice(args);
+        for p in &t.params {
+            all.push(self.param(p));
+        }
+        let call = self.apply(&f.op, &all, 0)?;
+        if t.outputs.len() == 1 {
+            return Ok(vec![call]);
+        }
+        let mut outs = Vec::with_capacity(t.outputs.len());
+        for &(offset, shape) in &t.outputs {
+            let n = numel(t.name, shape)?;
+            let mut o = self.slice(call, offset, offset + n)?;
+            if shape.rank() != 1 {
+                o = self.reshape(o, shape)?;
+            }
+            outs.push(o);
+        }
+        Ok(outs)
+    }
+}
