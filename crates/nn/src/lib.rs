@@ -32,17 +32,18 @@
 //! ```
 
 mod attention;
+mod cells;
 mod linear;
 mod recurrent;
 mod recurrent_vertex;
 mod scope;
 mod tree;
+mod unit;
 
 pub use attention::Attention;
+pub use cells::{Cell, GruCell, LstmCell, Prev, RnnCell};
 pub use linear::{Activation, Embedding, Linear, Mlp};
-pub use recurrent::{
-    Cell, Gru, GruCell, Lstm, LstmCell, Prev, Recurrent, RecurrentConfig, Rnn, RnnCell, State, Unit,
-};
+pub use recurrent::{Gru, Lstm, Recurrent, RecurrentConfig, Rnn, State, Unit};
 pub use scope::{Inits, Scope};
 pub use tree::{BinaryTreeLstm, ChildSumTreeLstm, NaryTreeLstm};
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use sheaf_autodiff::{Expr, Graph, Result, VertexFn};
 use sheaf_tensor::Shape;
 
-use crate::recurrent::{Cell, Prev, Recurrent, Unit};
+use crate::cells::{Cell, Prev};
+use crate::recurrent::{Recurrent, Unit};
 
 /// The step functions of one unit: in training mode and, when the unit has
 /// recurrent dropout, in evaluation mode (which has none).
