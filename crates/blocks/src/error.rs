@@ -160,15 +160,7 @@ impl<T, E: Into<BlockError>> At<T> for std::result::Result<T, E> {
 /// causes, one a line.
 impl std::fmt::Debug for ErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self}")?;
-        if f.alternate() {
-            let mut cause = std::error::Error::source(self);
-            while let Some(c) = cause {
-                write!(f, "\n  caused by: {c}")?;
-                cause = c.source();
-            }
-        }
-        Ok(())
+        sheaf_tensor::debug_error(self, f)
     }
 }
 
@@ -177,15 +169,7 @@ impl std::fmt::Debug for ErrorKind {
 /// causes, one a line.
 impl std::fmt::Debug for BlockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self}")?;
-        if f.alternate() {
-            let mut cause = std::error::Error::source(self);
-            while let Some(c) = cause {
-                write!(f, "\n  caused by: {c}")?;
-                cause = c.source();
-            }
-        }
-        Ok(())
+        sheaf_tensor::debug_error(self, f)
     }
 }
 

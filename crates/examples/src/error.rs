@@ -93,15 +93,7 @@ impl Error {
 /// causes, one a line.
 impl std::fmt::Debug for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self}")?;
-        if f.alternate() {
-            let mut cause = std::error::Error::source(self);
-            while let Some(c) = cause {
-                write!(f, "\n  caused by: {c}")?;
-                cause = c.source();
-            }
-        }
-        Ok(())
+        sheaf_tensor::debug_error(self, f)
     }
 }
 

@@ -49,15 +49,7 @@ pub enum SchedError {
 /// causes, one a line.
 impl std::fmt::Debug for SchedError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self}")?;
-        if f.alternate() {
-            let mut cause = std::error::Error::source(self);
-            while let Some(c) = cause {
-                write!(f, "\n  caused by: {c}")?;
-                cause = c.source();
-            }
-        }
-        Ok(())
+        sheaf_tensor::debug_error(self, f)
     }
 }
 

@@ -178,6 +178,21 @@ pub enum TensorError {
     },
 }
 
+/// The `Debug` of sheaf's error types: the message, as `Display` prints it
+/// (so a `main` returning `Result<(), Box<dyn Error>>` shows it), and with
+/// `{:#?}` the chain of causes, one a line.
+pub fn debug_error(e: &dyn std::error::Error, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    write!(f, "{e}")?;
+    if f.alternate() {
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            write!(f, "\n  caused by: {c}")?;
+            cause = c.source();
+        }
+    }
+    Ok(())
+}
+
 impl TensorError {
     /// Wraps a kernel error with the name of the backend operation.
     pub(crate) fn kernel(op: &'static str) -> impl FnOnce(KernelError) -> TensorError {
@@ -190,15 +205,7 @@ impl TensorError {
 /// causes, one a line.
 impl std::fmt::Debug for TensorError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self}")?;
-        if f.alternate() {
-            let mut cause = std::error::Error::source(self);
-            while let Some(c) = cause {
-                write!(f, "\n  caused by: {c}")?;
-                cause = c.source();
-            }
-        }
-        Ok(())
+        debug_error(self, f)
     }
 }
 

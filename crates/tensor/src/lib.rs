@@ -72,7 +72,7 @@ pub use cpu::CpuBackend;
 pub use cuda::CudaBackend;
 pub use device::{gpu_required, Device, REQUIRE_GPU_VAR};
 pub use dtype::{DType, Element};
-pub use error::{Result, TensorError};
+pub use error::{debug_error, Result, TensorError};
 pub use shape::Shape;
 /// A user's CUDA C kernel (name and source), for
 /// [`CudaBackend::launch_elementwise`].
