@@ -152,7 +152,7 @@ pub trait Cell: Copy + std::fmt::Debug {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Prev {
-    /// It is zero ([`Recurrent::zero_state`]): the recurrent product
+    /// It is zero ([`crate::Recurrent::zero_state`]): the recurrent product
     /// (`U 0`) is left out.
     Zero,
     /// Its output `h` is this node (taken by the previous step): reused,
