@@ -36,32 +36,75 @@ const RUN: &str = r#"#!/usr/bin/env bash
 # GPU machine at once) and are unpacked into a temporary directory.
 # SHEAF_REQUIRE_GPU=1: a device, cuBLAS or PTX that fails to load FAILS the
 # GPU tests instead of letting them skip and pass.
+# Every step has a time limit (SHEAF_STEP_LIMIT seconds, default 240), so
+# one hung step still leaves the others' results. The logs come back packed
+# in $OUT/logs.tar.gz (a device lease returns only a few files).
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
+export PATH=$PATH:/usr/local/cuda-13.0/bin:/usr/local/cuda/bin
 export SHEAF_REQUIRE_GPU=1
 OUT=${OUT:-gpu-bundle/out}
-mkdir -p "$OUT"
+LIMIT=${SHEAF_STEP_LIMIT:-150}
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
 BIN=$(mktemp -d "${TMPDIR:-/tmp}/sheaf-gpu-bundle.XXXXXX")
 tar -xzf gpu-bundle/bin.tar.gz -C "$BIN" || { echo "unpacking gpu-bundle/bin.tar.gz failed"; exit 1; }
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1
+head -12 "$LOGS/nvidia-smi.txt"
 status=0
-printf '%-24s %7s %7s %8s\n' binary passed failed skipped
+step() { # step NAME CMD...: runs CMD under the time limit, its output in logs/NAME.log
+  local name=$1; shift
+  local t0=$SECONDS
+  timeout "$LIMIT" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc $rc, $((SECONDS - t0)) s"
+  [ $rc -ne 0 ] && status=1
+  return $rc
+}
+printf '%-24s %7s %7s %8s %5s\n' binary passed failed skipped secs
 for t in "$BIN"/tests/*; do
   name=$(basename "$t")
-  log="$OUT/test-$name.log"
+  log="$LOGS/test-$name.log"
+  t0=$SECONDS
   # --nocapture: the "skipping: <why>" lines of passing tests reach the log.
-  "$t" --test-threads=1 --nocapture > "$log" 2>&1 || { status=1; failed_bins="${failed_bins:-} $name"; }
+  timeout "$LIMIT" "$t" --test-threads=1 --nocapture > "$log" 2>&1 || { status=1; failed_bins="${failed_bins:-} $name"; }
   res=$(grep -E '^test result:' "$log" | tail -1)
   passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<< "$res")
   failed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<< "$res")
   skipped=$(grep -c '^skipping' "$log")
-  printf '%-24s %7s %7s %8s\n' "$name" "${passed:-?}" "${failed:-?}" "$skipped"
+  printf '%-24s %7s %7s %8s %5s\n' "$name" "${passed:-?}" "${failed:-?}" "$skipped" $((SECONDS - t0))
 done
-[ -n "${failed_bins:-}" ] && echo "FAILED:${failed_bins} (logs in $OUT)"
-"$BIN"/bench-gpu ${1:-} --out "$OUT/results.jsonl" > "$OUT/bench-gpu.log" 2>&1 || status=1
-cat "$OUT/bench-gpu.log"
-"$BIN"/sst train --device cuda --epochs 1 --checkpoint-dir "$OUT/sst" --overwrite > "$OUT/sst.log" 2>&1 || status=1
-tail -4 "$OUT/sst.log"
+if [ -n "${failed_bins:-}" ]; then
+  echo "FAILED:${failed_bins}"
+  for name in $failed_bins; do
+    echo "---- $name"
+    grep -E -A6 "^---- |panicked|^error|FAILED|failures:" "$LOGS/test-$name.log" | head -60
+  done
+fi
+step bench-gpu "$BIN"/bench-gpu ${1:-} --out "$OUT/results.jsonl"
+cat "$LOGS/bench-gpu.log"
+if python3 -c 'import torch' 2>/dev/null; then
+  step torch-peer env PYTHONUNBUFFERED=1 python3 benches/peers/torch_gpu.py ${1:-} --out "$OUT/results.jsonl"
+  cat "$LOGS/torch-peer.log"
+else
+  echo "== torch-peer: no torch here"
+fi
+# The default SST run on the device, and on the CPU beside it (same seed).
+step sst-cuda "$BIN"/sst train --device cuda --data-dir data/sst --checkpoint-dir "$BIN/sst-cuda" --overwrite
+tail -5 "$LOGS/sst-cuda.log"
+step sst-cpu "$BIN"/sst train --data-dir data/sst --checkpoint-dir "$BIN/sst-cpu" --overwrite
+tail -5 "$LOGS/sst-cpu.log"
+if command -v compute-sanitizer > /dev/null && [ -z "${1:-}" ]; then
+  # Under the sanitizer a test runs tens of times slower: a shorter limit
+  # each, so the run still ends in time (a timeout shows as rc 124).
+  for t in parity parity_cells; do
+    for tool in memcheck racecheck; do
+      LIMIT=${SHEAF_SANITIZER_LIMIT:-45} step "sanitizer-$tool-$t" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN/tests/$t" --test-threads=1
+      tail -3 "$LOGS/sanitizer-$tool-$t.log"
+    done
+  done
+fi
+tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"
 rm -rf "$BIN"
 exit $status
 "#;
