@@ -62,8 +62,9 @@ def parse_ptb(line, vocab):
         label = int(toks[pos + 1])
         pos += 2
         if toks[pos] != "(":
-            word = vocab.setdefault(toks[pos], len(vocab))
-            pos += 2  # the word and ")"
+            end = toks.index(")", pos)  # a token may hold spaces: "8 1\/2"
+            word = vocab.setdefault(" ".join(toks[pos:end]), len(vocab))
+            pos = end + 1
             return t.add(-1, -1, word, label)
         left = node()
         right = node()

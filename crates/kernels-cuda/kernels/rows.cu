@@ -6,6 +6,7 @@
 
 #define ERR_GATHER 1u
 #define ERR_SCATTER 2u
+#define ERR_COPY_ROWS_AT 5u
 
 // dst[i, :] = src[idx[i], :], one thread per output element.
 extern "C" __global__ void gather_rows(const float* src, u32 table_rows, const u32* idx,
@@ -50,6 +51,35 @@ extern "C" __global__ void scatter_add_rows_ordered(const float* src, const u32*
                 continue;
             }
             dst[(u64)r * cols + c] += src[i * cols + c];
+        }
+    }
+}
+
+// dst[rows[n + i], :] (+)= src[rows[i], :] for i < n: how rows of several
+// batches are placed into one (and, accumulating, their gradients sent
+// back) in one launch instead of one copy per row. `rows` holds the n
+// source ids, then the n destination ids (one upload). The host checks
+// them; a bad one here is reported, never read or written. Accumulating
+// duplicates use atomics (order unspecified, as scatter_add_rows).
+extern "C" __global__ void copy_rows_at(const float* src, u32 src_rows, const u32* rows,
+                                        float* dst, u32 dst_rows, u64 n, u32 cols,
+                                        u32 accumulate, u32* err) {
+    GRID_STRIDE(e, n * cols) {
+        u64 i = e / cols, c = e - i * cols;
+        u32 s = rows[i], d = rows[n + i];
+        if (s >= src_rows) {
+            report_index(err, ERR_COPY_ROWS_AT, s, i, src_rows);
+            continue;
+        }
+        if (d >= dst_rows) {
+            report_index(err, ERR_COPY_ROWS_AT, d, n + i, dst_rows);
+            continue;
+        }
+        float v = src[(u64)s * cols + c];
+        if (accumulate) {
+            atomicAdd(&dst[(u64)d * cols + c], v);
+        } else {
+            dst[(u64)d * cols + c] = v;
         }
     }
 }

@@ -82,6 +82,7 @@ fn kernel_of_code(code: u32) -> &'static str {
         2 => "scatter_add_rows",
         3 => "nll_log_softmax",
         4 => "nll_log_softmax_bwd",
+        5 => "copy_rows_at",
         _ => "cuda kernel",
     }
 }

@@ -90,6 +90,43 @@ impl CudaKernels {
         }
     }
 
+    /// `dst[rows[n + i], :] (+)= src[rows[i], :]` for `i < n`, where `rows`
+    /// holds `2n` ids (the sources, then the destinations): rows of one
+    /// batch placed into another in one launch. Accumulating, duplicate
+    /// destinations add up with atomics (in an unspecified order). An id
+    /// past its table is reported by the next [`CudaKernels::check`].
+    pub fn copy_rows_at(
+        &self,
+        src: &CudaView<'_, f32>,
+        cols: usize,
+        rows: &CudaView<'_, u32>,
+        dst: &mut CudaViewMut<'_, f32>,
+        accumulate: bool,
+    ) -> Result<()> {
+        const K: &str = "copy_rows_at";
+        if !rows.len().is_multiple_of(2) {
+            return Err(CudaError::Invalid {
+                kernel: K,
+                what: format!("`rows` has odd length {}", rows.len()),
+            });
+        }
+        let n = rows.len() / 2;
+        if n == 0 {
+            return Ok(());
+        }
+        let src_rows = table_rows(K, "src", src.len(), cols)?;
+        let dst_rows = table_rows(K, "dst", dst.len(), cols)?;
+        let (n, c, acc) = (n as u64, cols_u32(K, cols)?, u32::from(accumulate));
+        let err = self.error_word();
+        let cfg = self.elementwise_config(n as usize * cols);
+        launch!(
+            self,
+            "copy_rows_at",
+            cfg,
+            [src, &src_rows, rows, dst, &dst_rows, &n, &c, &acc, &*err]
+        )
+    }
+
     /// Index values `idx[i] < bound`, checked on the host: for row moves of
     /// zero columns, which launch no kernel and so never read the indices
     /// on the device, yet must reject a bad one as the CPU does. Waits for

@@ -400,6 +400,27 @@ fn copy_rows_at_copies_and_accumulates() {
     }
 }
 
+/// Placing rows of one batch into another is one upload (both id lists)
+/// and one kernel however many rows move: a copy per row made the GPU's
+/// launch count grow with every tree of a batch.
+#[test]
+fn copy_rows_at_is_one_upload_and_one_launch() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(5);
+    let n = 300;
+    let src = up(&rand([40, 16], 1));
+    let mut dst = up(&rand([200, 16], 2));
+    let from: Vec<u32> = (0..n).map(|_| rng.below(40)).collect();
+    let to: Vec<u32> = (0..n as u32).collect();
+    for accumulate in [false, true] {
+        let l0 = gpu.launches();
+        gpu.copy_rows_at(&src, &from, dst.view_mut().unwrap(), &to, accumulate)
+            .unwrap();
+        let launches = gpu.launches() - l0;
+        assert_eq!(launches, 2, "{n} rows, accumulate: {accumulate}");
+    }
+}
+
 // ---- Errors.
 
 /// Shape errors: the same variant on both backends (the CUDA backend runs

@@ -3,8 +3,31 @@
 use super::{cuda_err, CudaBackend};
 use crate::backend::RowOps;
 use crate::check;
-use crate::error::Result;
+use crate::error::{Result, TensorError};
+use crate::KernelError;
 use crate::{Tensor, TensorMut};
+
+/// An index error found on the host (zero-column moves check their ids
+/// there) is the CPU backend's error, word for word and variant for variant.
+fn host_checked(op: &'static str) -> impl Fn(sheaf_kernels_cuda::CudaError) -> TensorError {
+    move |e| match e {
+        sheaf_kernels_cuda::CudaError::Index {
+            kernel,
+            index,
+            position,
+            bound,
+        } => TensorError::Kernel {
+            op,
+            source: KernelError::Index {
+                kernel,
+                index,
+                position,
+                rows: bound,
+            },
+        },
+        other => cuda_err(op)(other),
+    }
+}
 
 impl RowOps for CudaBackend {
     fn gather_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
@@ -18,7 +41,7 @@ impl RowOps for CudaBackend {
             return self
                 .kernels
                 .check_indices(OP, &idx, table_rows)
-                .map_err(cuda_err(OP));
+                .map_err(host_checked(OP));
         }
         self.kernels
             .gather_rows(&src, cols, &idx, &mut dst)
@@ -35,10 +58,47 @@ impl RowOps for CudaBackend {
             return self
                 .kernels
                 .check_indices(OP, &idx, table_rows)
-                .map_err(cuda_err(OP));
+                .map_err(host_checked(OP));
         }
         self.kernels
             .scatter_add_rows(&src, cols, &idx, &mut dst)
+            .map_err(cuda_err(OP))
+    }
+
+    fn copy_rows_at(
+        &self,
+        src: &Tensor,
+        src_rows: &[u32],
+        dst: TensorMut<'_>,
+        dst_rows: &[u32],
+        accumulate: bool,
+    ) -> Result<()> {
+        const OP: &str = "copy_rows_at";
+        let cols = check::copy_rows_at(src.shape(), src_rows, dst.shape(), dst_rows)?;
+        let (src, mut dst) = (self.f32_in(OP, "src", src)?, self.f32_out(OP, "dst", dst)?);
+        if cols == 0 || src_rows.is_empty() {
+            return Ok(());
+        }
+        if accumulate && self.kernels.deterministic() {
+            // Duplicates must add up in position order, as on the CPU:
+            // gather, then the ordered scatter-add.
+            let n = src_rows.len();
+            let from = self.kernels.upload(src_rows).map_err(cuda_err(OP))?;
+            let to = self.kernels.upload(dst_rows).map_err(cuda_err(OP))?;
+            let mut rows = self.kernels.alloc_zeros::<f32>(n * cols).map_err(cuda_err(OP))?;
+            self.kernels
+                .gather_rows(&src, cols, &from.as_view(), &mut rows.as_view_mut())
+                .map_err(cuda_err(OP))?;
+            return self
+                .kernels
+                .scatter_add_rows(&rows.as_view(), cols, &to.as_view(), &mut dst)
+                .map_err(cuda_err(OP));
+        }
+        // Both id lists in one upload: one copy and one launch in all.
+        let ids: Vec<u32> = src_rows.iter().chain(dst_rows).copied().collect();
+        let ids = self.kernels.upload(&ids).map_err(cuda_err(OP))?;
+        self.kernels
+            .copy_rows_at(&src, cols, &ids.as_view(), &mut dst, accumulate)
             .map_err(cuda_err(OP))
     }
 
