@@ -25,6 +25,7 @@ const GPU_TESTS: &[&str] = &[
     "cuda_backend_optim",
     "cuda_backend_errors",
     "every_op_batches",
+    "many_argument_batches",
     "tree_lstm",
     "custom_op_cuda",
 ];

@@ -187,12 +187,13 @@ fn w1(
             let per = |x: f64| 1e3 * x / steps.max(1) as f64;
             let rest = secs - build - plan;
             println!(
-                "{:>8} {batch:>6} {rate:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>9}",
+                "{:>8} {batch:>6} {rate:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>9}   {}",
                 strategy.name(),
                 per(build),
                 per(plan),
                 per(rest),
-                launches / steps.max(1) as u64
+                launches / steps.max(1) as u64,
+                top_launches(&exec)
             );
             let gflops = flops / secs / 1e9;
             report.add(
@@ -217,6 +218,18 @@ fn w1(
         }
     }
     Ok(())
+}
+
+/// The ops with the most launches in the executor's last step, as
+/// `op n, op n, ...` (where a launch-bound step goes).
+fn top_launches(exec: &Executor) -> String {
+    let mut ops: Vec<_> = exec.stats().launches_per_op.iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(a.1));
+    ops.iter()
+        .take(6)
+        .map(|(op, n)| format!("{op} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// W3 inference on the device: ms/tree at state 256 and 1024 and batch 1,
@@ -260,8 +273,9 @@ fn w3_infer(
             let calls = (k.launches() - l0) / timed.len().div_ceil(batch) as u64;
             let flops: f64 = timed.iter().map(|t| w3::infer_flops(t, hidden)).sum();
             println!(
-                "{:>8} {hidden:>6} {batch:>6} {ms:>10.3} {calls:>9}",
-                "agenda"
+                "{:>8} {hidden:>6} {batch:>6} {ms:>10.3} {calls:>9}   {}",
+                "agenda",
+                top_launches(&exec)
             );
             report.add(
                 "W3",

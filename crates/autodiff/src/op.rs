@@ -71,6 +71,11 @@ pub struct Forward<'a> {
     pub out: TensorMut<'a>,
     /// The auxiliary buffer declared by [`Op::aux_shape`], `[b, ...]`.
     pub aux: Option<TensorMut<'a>>,
+    /// Where a batching executor stacked EVERY argument into one block
+    /// `[n·b, ...]` (argument `j` is rows `j·b..(j + 1)·b`, the same memory
+    /// as `args[j]`): that block, which an op of many arguments may read
+    /// whole, in one kernel instead of one per argument. `None` otherwise.
+    pub block: Option<&'a Tensor>,
 }
 
 impl Forward<'_> {
@@ -110,6 +115,9 @@ pub struct Backward<'a> {
     /// Bit `i` set: `dargs[i]` holds unspecified values and must be
     /// written, every element (see [`Op::backward_writes`]).
     pub(crate) write: u64,
+    /// The gradients of all arguments as one zeroed block (see
+    /// [`Backward::take_grad_block`]).
+    pub(crate) grad_block: Option<TensorMut<'a>>,
 }
 
 impl<'a> Backward<'a> {
@@ -139,7 +147,23 @@ impl<'a> Backward<'a> {
             dargs,
             sparse: Vec::new(),
             write: 0,
+            grad_block: None,
         }
+    }
+
+    /// For executors: hands an op whose [`Op::grads_as_block`] is true the
+    /// gradients of all its arguments as one ZEROED block `[n·b, ...]`
+    /// (argument `j` in rows `j·b..(j + 1)·b`), its `dargs` then all `None`.
+    pub fn with_grad_block(mut self, block: TensorMut<'a>) -> Self {
+        self.grad_block = Some(block);
+        self
+    }
+
+    /// The block of all arguments' gradients, if the executor gave one
+    /// ([`Backward::with_grad_block`]); the op adds (or writes: it starts
+    /// zeroed) every argument's gradient into it instead of `dargs`.
+    pub fn take_grad_block(&mut self) -> Option<TensorMut<'a>> {
+        self.grad_block.take()
     }
 
     /// Marks the arguments whose gradients the op must WRITE instead of
@@ -242,6 +266,16 @@ pub trait Op: Send + Sync + 'static {
     /// hands the first gradient to reach a buffer over unzeroed, saving a
     /// pass over memory per buffer. Default: no, the executor zeros.
     fn backward_writes(&self, _i: usize, _n: usize, _attr: Attr) -> bool {
+        false
+    }
+
+    /// Whether this op takes its arguments' gradients as one block when an
+    /// executor stacked its arguments as one (see [`Forward::block`] and
+    /// [`Backward::take_grad_block`]): a sum of many terms then sends its
+    /// gradient to all of them in one kernel. An op that says yes must
+    /// handle both forms: the block is given only where its arguments
+    /// were stacked so.
+    fn grads_as_block(&self) -> bool {
         false
     }
 }

@@ -186,6 +186,7 @@ impl Sequential {
                 Some(a) => Some(a.view_mut().map_err(exec)?),
                 None => None,
             },
+            block: None,
         })
         .map_err(exec)?;
         if g.check_finite {
@@ -361,6 +362,7 @@ impl Sequential {
                 dargs,
                 sparse: Vec::new(),
                 write: 0,
+                grad_block: None,
             };
             op.backward(&mut cx).map_err(exec)?;
             std::mem::take(&mut cx.sparse)

@@ -83,6 +83,7 @@ fn forward(
             Some(a) => Some(a.view_mut().map_err(err)?),
             None => None,
         },
+        block: None,
     })
     .map_err(|e| format!("{} forward: {e}", op.name()))?;
     Ok(Call { out, aux })
@@ -117,6 +118,7 @@ fn backward(
         dargs,
         sparse: Vec::new(),
         write,
+        grad_block: None,
     };
     op.backward(&mut cx)
         .map_err(|e| format!("{} backward: {e}", op.name()))

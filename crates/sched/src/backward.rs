@@ -38,6 +38,9 @@ enum Dst<'s> {
     Direct { buffer: u32, row0: u32, t: Tensor },
     /// Into a temporary, sent on afterwards.
     Temp(Tensor),
+    /// Into column `j`'s rows of the batch's one gradient block (the
+    /// argument was stacked as a block), sent on with all columns.
+    Block,
     /// Into a parameter's accumulator (shared arguments).
     Param(MutexGuard<'s, GradAcc>),
     /// Into this executor's private gradient `k` of a parameter (taken out
@@ -123,7 +126,14 @@ impl Executor {
         'all: for p in plans.iter().rev() {
             for batch in p.batches.iter().rev() {
                 index -= 1;
-                if let Err(e) = self.run_backward(g, store, index, batch) {
+                let l1 = self.backend.launches();
+                let ran = self.run_backward(g, store, index, batch);
+                let op = g.op_name(batch.nodes[0]);
+                let launched = self.backend.launches() - l1;
+                if launched > 0 {
+                    *self.stats.launches_per_op.entry(op).or_insert(0) += launched;
+                }
+                if let Err(e) = ran {
                     result = Err(e);
                     break 'all;
                 }
@@ -156,7 +166,7 @@ impl Executor {
 
     /// Runs `f` on the gradient buffer of batch `buffer` (zeros from the
     /// arena on first use) and puts the buffer back, whatever `f` returns.
-    fn with_grad<R>(
+    pub(crate) fn with_grad<R>(
         &mut self,
         buffer: u32,
         f: impl FnOnce(&mut Tensor) -> sheaf_tensor::Result<R>,
@@ -197,7 +207,7 @@ impl Executor {
                 Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
                 Dst::Private(k, t) => self.private_grads[k].grad = Some(t),
                 Dst::Temp(t) => self.arena.recycle(t),
-                Dst::Skip | Dst::Param(_) => {}
+                Dst::Skip | Dst::Param(_) | Dst::Block => {}
             }
         }
     }
@@ -241,7 +251,7 @@ impl Executor {
 
     /// Adds `src` (shaped like node `a`) to `a`'s gradient: its row of its
     /// batch's gradient buffer, or its parameter's accumulator.
-    fn accumulate_row(
+    pub(crate) fn accumulate_row(
         &mut self,
         g: &Graph,
         store: &ParamStore,
@@ -328,6 +338,15 @@ impl Executor {
         // over unzeroed for the op to write (see `Op::backward_writes`).
         let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(n);
         let mut write = 0u64;
+        // A batch stacked as one block gets its arguments' gradients in
+        // one block too (zeroed: every column is added back).
+        let mut block = match sources.iter().any(|s| matches!(s, Source::Block)) {
+            true => {
+                let shape = Shape::stack(n * b, g.node(g.args(first)[0]).shape()).map_err(&err)?;
+                Some(self.arena.zeros(shape).map_err(&err)?)
+            }
+            false => None,
+        };
         let mut build = |this: &mut Self| -> Result<()> {
             let mut taken: Vec<u32> = Vec::new();
             for j in 0..n {
@@ -348,6 +367,7 @@ impl Executor {
                             .iter()
                             .any(|&x| !matches!(g.node(g.args(x)[j]).kind(), NodeKind::Input(_)));
                         match &sources[j] {
+                            Source::Block => Dst::Block,
                             _ if !needed => Dst::Skip,
                             Source::View { buffer, row0 }
                                 if *buffer as usize != index && !taken.contains(buffer) =>
@@ -422,9 +442,43 @@ impl Executor {
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
         let ran = (|| -> Result<Vec<(usize, Vec<u32>)>> {
             let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(n);
+            // The block whole, for an op that takes it so; else its
+            // columns, in order, as disjoint views.
+            let mut whole = None;
+            let mut columns = match block.as_mut() {
+                Some(t) if op.grads_as_block() => {
+                    whole = Some(t.view_mut().map_err(&err)?);
+                    Vec::new().into_iter()
+                }
+                Some(t) => {
+                    let mut rest = t.view_mut().map_err(&err)?;
+                    let mut cols = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let (col, tail) = rest.into_split_rows(b).map_err(&err)?;
+                        cols.push(col);
+                        rest = tail;
+                    }
+                    cols.into_iter()
+                }
+                None => Vec::new().into_iter(),
+            };
             for (dst, arg) in dsts.iter_mut().zip(&args) {
                 dargs.push(match dst {
                     Dst::Skip => None,
+                    Dst::Block if whole.is_some() => None,
+                    Dst::Block => Some(
+                        columns
+                            .next()
+                            .ok_or_else(|| {
+                                err(TensorError::InvalidArgument {
+                                    op: name,
+                                    arg: "gradient block",
+                                    reason: "has fewer columns than the batch has arguments",
+                                })
+                            })?
+                            .reshape(arg.shape())
+                            .map_err(&err)?,
+                    ),
                     Dst::Direct { row0, t, .. } => {
                         let r = *row0 as usize;
                         Some(
@@ -452,6 +506,9 @@ impl Executor {
                 dargs,
             )
             .writing(write);
+            if let Some(w) = whole {
+                cx = cx.with_grad_block(w);
+            }
             op.backward(&mut cx).map_err(&err)?;
             Ok(cx.touched_rows().to_vec())
         })();
@@ -484,7 +541,12 @@ impl Executor {
                 }
                 Dst::Direct { buffer, t, .. } => self.grads[buffer as usize] = Some(t),
                 Dst::Temp(t) => temps.push((j, t)),
+                Dst::Block => {}
             }
+        }
+        if let Some(t) = block {
+            self.send_back_block(g, store, batch, &t, name)?;
+            self.arena.recycle(t);
         }
         for (j, t) in temps {
             self.send_back(g, store, batch, j, &sources[j], &t, name)?;
@@ -524,6 +586,8 @@ impl Executor {
                 })
                 .map_err(&err)
             }
+            // Sent back with every column by `send_back_block`.
+            Source::Block => Ok(()),
             Source::Rows => {
                 // Rows of batch outputs: one indexed add into each
                 // output's gradient; leaves row by row.

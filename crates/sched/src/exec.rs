@@ -40,6 +40,9 @@ pub(crate) enum Source {
     Gather { buffer: u32, idx: Tensor },
     /// Assembled from several buffers (one indexed copy each) or leaves.
     Rows,
+    /// A column of a many-argument batch stacked as one block (see
+    /// `block.rs`); backward sends all columns back together.
+    Block,
 }
 
 /// Rows of a stacked argument grouped by the batch output they come from
@@ -283,7 +286,7 @@ impl Executor {
         self.stats.arena_zeroed_bytes = self.arena.zeroed();
     }
 
-    fn note_gather(&mut self, op: &'static str, bytes: usize) {
+    pub(crate) fn note_gather(&mut self, op: &'static str, bytes: usize) {
         self.stats.gathered_bytes += bytes;
         *self.stats.gathered_per_op.entry(op).or_insert(0) += bytes;
     }
@@ -356,7 +359,13 @@ impl Executor {
             self.stats.planning += t0.elapsed();
             let (t1, l1) = (Instant::now(), self.backend.launches());
             for batch in &p.batches {
+                let l2 = self.backend.launches();
                 self.run_forward(g, batch)?;
+                let op = g.op_name(batch.nodes[0]);
+                let launched = self.backend.launches() - l2;
+                if launched > 0 {
+                    *self.stats.launches_per_op.entry(op).or_insert(0) += launched;
+                }
             }
             self.stats.kernels += t1.elapsed();
             self.stats.launches += self.backend.launches() - l1;
@@ -449,7 +458,11 @@ impl Executor {
         g: &Graph,
         op: &dyn Op,
         nodes: &[NodeId],
-    ) -> sheaf_tensor::Result<(Vec<Tensor>, Vec<Source>)> {
+    ) -> sheaf_tensor::Result<(Vec<Tensor>, Vec<Source>, Option<Tensor>)> {
+        if self.stacks_as_block(g, op, nodes) {
+            let (args, sources, block) = self.stack_block(g, op.name(), nodes)?;
+            return Ok((args, sources, Some(block)));
+        }
         let n = g.args(nodes[0]).len();
         let mut args = Vec::with_capacity(n);
         let mut sources = Vec::with_capacity(n);
@@ -474,7 +487,7 @@ impl Executor {
                 }
             }
         }
-        Ok((args, sources))
+        Ok((args, sources, None))
     }
 
     fn run_forward(&mut self, g: &mut Graph, batch: &Batch) -> Result<()> {
@@ -486,7 +499,7 @@ impl Executor {
         let b = nodes.len();
         let _span = tracing::trace_span!("batch", op = name, size = b).entered();
         let err = batch_err(name, nodes);
-        let (args, sources) = {
+        let (args, sources, block) = {
             let _span = tracing::trace_span!("gather").entered();
             self.batch_args(g, op.as_ref(), nodes).map_err(&err)?
         };
@@ -519,6 +532,7 @@ impl Executor {
                     Some(a) => Some(a.view_mut().map_err(&err)?),
                     None => None,
                 },
+                block: block.as_ref(),
             })
             .map_err(&err)?;
         }

@@ -26,6 +26,7 @@ mod arena;
 mod auto;
 mod backward;
 mod batches;
+mod block;
 mod bucket;
 mod data_parallel;
 mod dot;

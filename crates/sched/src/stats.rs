@@ -44,6 +44,9 @@ pub struct PlanStats {
     /// step's forward and backward: what decides the speed of tree models
     /// on a GPU. 0 on the CPU, which launches nothing.
     pub launches: u64,
+    /// Per op name: device launches of its batches, forward and backward
+    /// (input assembly included): which op a launch-bound model pays for.
+    pub launches_per_op: BTreeMap<&'static str, u64>,
     /// Forwards that reused a cached plan ([`crate::Executor::cache_plans_as`]).
     pub plan_cache_hits: usize,
     /// Bucketing: sequence steps that are padding (filled in by
@@ -90,6 +93,9 @@ impl PlanStats {
         self.planning += o.planning;
         self.kernels += o.kernels;
         self.launches += o.launches;
+        for (op, n) in &o.launches_per_op {
+            *self.launches_per_op.entry(op).or_insert(0) += n;
+        }
         self.plan_cache_hits += o.plan_cache_hits;
         self.padded_steps += o.padded_steps;
         self.total_steps += o.total_steps;
@@ -148,6 +154,11 @@ impl fmt::Display for PlanStats {
         )?;
         if self.launches > 0 {
             writeln!(f, "  device: {} kernel launches", self.launches)?;
+            let mut ops: Vec<_> = self.launches_per_op.iter().collect();
+            ops.sort_by(|a, b| b.1.cmp(a.1));
+            for (op, n) in ops {
+                writeln!(f, "    {op}: {n}")?;
+            }
         }
         if self.total_steps > 0 || self.plan_cache_hits > 0 {
             writeln!(

@@ -409,7 +409,7 @@ fn copy_rows_at_is_one_upload_and_one_launch() {
     let mut rng = Rng::new(5);
     let n = 300;
     let src = up(&rand([40, 16], 1));
-    let mut dst = up(&rand([200, 16], 2));
+    let mut dst = up(&rand([320, 16], 2));
     let from: Vec<u32> = (0..n).map(|_| rng.below(40)).collect();
     let to: Vec<u32> = (0..n as u32).collect();
     for accumulate in [false, true] {

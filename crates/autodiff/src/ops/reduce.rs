@@ -56,12 +56,29 @@ impl Op for SumList {
             1.0
         };
         cx.backend.fill(0.0, cx.out.reborrow())?;
+        if let (Some(block), false) = (cx.block, self.mean) {
+            // All terms stacked as one block [n·b, ...]: its column sums
+            // over the n terms, one kernel.
+            let len = cx.out.numel();
+            let terms = block.reshape([cx.args.len(), len])?;
+            return cx.backend.col_sums_acc(&terms, cx.out.reshape([len])?);
+        }
         for a in cx.args {
             cx.backend.axpy(alpha, a, cx.out.reborrow())?;
         }
         Ok(())
     }
+    fn grads_as_block(&self) -> bool {
+        !self.mean
+    }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        if let Some(block) = cx.take_grad_block() {
+            // Every term's gradient is dout: each row of the zeroed
+            // [n, b·...] block becomes it, one kernel.
+            let len = cx.dout.numel();
+            let rows = block.reshape([cx.args.len(), len])?;
+            return cx.backend.broadcast_row(&cx.dout.reshape([len])?, rows);
+        }
         let alpha = if self.mean {
             1.0 / cx.args.len() as f32
         } else {

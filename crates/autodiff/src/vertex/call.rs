@@ -259,6 +259,7 @@ impl Op for CallOp {
                 train: cx.train,
                 out: dst,
                 aux,
+                block: None,
             })?;
             if let (Some(v), Some(r)) = (own, s.value) {
                 if let Some(dst) = regions[r].take() {

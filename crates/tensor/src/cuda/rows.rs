@@ -29,6 +29,29 @@ fn host_checked(op: &'static str) -> impl Fn(sheaf_kernels_cuda::CudaError) -> T
     }
 }
 
+/// The source ids, then the destination ids, of a copy in which each
+/// destination keeps only its LAST write: the CPU copies in order, so a row
+/// written twice ends as the later source; threads writing it at once
+/// would race instead.
+fn last_writes(src_rows: &[u32], dst_rows: &[u32], dst_n: usize) -> Vec<u32> {
+    let mut seen = vec![0u64; dst_n.div_ceil(64)];
+    let mut mark = |d: u32| {
+        let (w, bit) = (d as usize / 64, 1u64 << (d % 64));
+        let fresh = seen[w] & bit == 0;
+        seen[w] |= bit;
+        fresh
+    };
+    let mut keep: Vec<usize> = (0..dst_rows.len())
+        .rev()
+        .filter(|&i| mark(dst_rows[i]))
+        .collect();
+    keep.reverse();
+    keep.iter()
+        .map(|&i| src_rows[i])
+        .chain(keep.iter().map(|&i| dst_rows[i]))
+        .collect()
+}
+
 impl RowOps for CudaBackend {
     fn gather_rows(&self, src: &Tensor, idx: &Tensor, dst: TensorMut<'_>) -> Result<()> {
         const OP: &str = "gather_rows";
@@ -75,6 +98,7 @@ impl RowOps for CudaBackend {
     ) -> Result<()> {
         const OP: &str = "copy_rows_at";
         let cols = check::copy_rows_at(src.shape(), src_rows, dst.shape(), dst_rows)?;
+        let dst_n = dst.num_rows();
         let (src, mut dst) = (self.f32_in(OP, "src", src)?, self.f32_out(OP, "dst", dst)?);
         if cols == 0 || src_rows.is_empty() {
             return Ok(());
@@ -85,7 +109,10 @@ impl RowOps for CudaBackend {
             let n = src_rows.len();
             let from = self.kernels.upload(src_rows).map_err(cuda_err(OP))?;
             let to = self.kernels.upload(dst_rows).map_err(cuda_err(OP))?;
-            let mut rows = self.kernels.alloc_zeros::<f32>(n * cols).map_err(cuda_err(OP))?;
+            let mut rows = self
+                .kernels
+                .alloc_zeros::<f32>(n * cols)
+                .map_err(cuda_err(OP))?;
             self.kernels
                 .gather_rows(&src, cols, &from.as_view(), &mut rows.as_view_mut())
                 .map_err(cuda_err(OP))?;
@@ -95,7 +122,11 @@ impl RowOps for CudaBackend {
                 .map_err(cuda_err(OP));
         }
         // Both id lists in one upload: one copy and one launch in all.
-        let ids: Vec<u32> = src_rows.iter().chain(dst_rows).copied().collect();
+        let ids = if accumulate {
+            src_rows.iter().chain(dst_rows).copied().collect()
+        } else {
+            last_writes(src_rows, dst_rows, dst_n)
+        };
         let ids = self.kernels.upload(&ids).map_err(cuda_err(OP))?;
         self.kernels
             .copy_rows_at(&src, cols, &ids.as_view(), &mut dst, accumulate)
