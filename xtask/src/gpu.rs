@@ -102,7 +102,7 @@ tail -5 "$LOGS/sst-cpu.log"
 if command -v compute-sanitizer > /dev/null && [ -z "${1:-}" ]; then
   # Under the sanitizer a test runs tens of times slower: a shorter limit
   # each, so the run still ends in time (a timeout shows as rc 124).
-  for t in parity parity_cells; do
+  for t in parity parity_cells cuda_backend_states many_argument_batches; do
     for tool in memcheck racecheck; do
       LIMIT=${SHEAF_SANITIZER_LIMIT:-45} step "sanitizer-$tool-$t" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BIN/tests/$t" --test-threads=1
       tail -3 "$LOGS/sanitizer-$tool-$t.log"

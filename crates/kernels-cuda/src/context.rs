@@ -297,14 +297,16 @@ impl CudaKernels {
 
     /// A device copy of `data`.
     pub fn upload<T: DeviceRepr + ValidAsZeroBits>(&self, data: &[T]) -> Result<CudaSlice<T>> {
-        let mut dst = self.alloc_zeros::<T>(data.len())?;
-        if !data.is_empty() {
-            self.count_launch();
-            self.stream
-                .memcpy_htod(data, &mut dst)
-                .map_err(CudaError::driver("upload"))?;
+        if data.is_empty() {
+            return self.alloc_empty();
         }
-        Ok(dst)
+        // Allocated uninitialised and copied into: zeroing first would be
+        // a second device operation for every index list sent.
+        self.count_launch();
+        let bytes = std::mem::size_of_val(data);
+        self.stream
+            .clone_htod(data)
+            .map_err(|e| self.alloc_error(e, bytes))
     }
 
     /// A device copy of `data` (at most [`STAGING_MAX`] elements) made
