@@ -7,6 +7,8 @@
 #define ERR_GATHER 1u
 #define ERR_SCATTER 2u
 #define ERR_COPY_ROWS_AT 5u
+#define ERR_ROWS_FROM 6u
+#define ERR_ROWS_TO 7u
 
 // dst[i, :] = src[idx[i], :], one thread per output element.
 extern "C" __global__ void gather_rows(const float* src, u32 table_rows, const u32* idx,
@@ -81,6 +83,55 @@ extern "C" __global__ void copy_rows_at(const float* src, u32 src_rows, const u3
         } else {
             dst[(u64)d * cols + c] = v;
         }
+    }
+}
+
+// The rows of several tensors in one launch. `table` (one upload) holds k
+// tensor addresses, their k row counts, then n pairs (t << 32 | r), then
+// the n rows of the one tensor. gather_rows_from: one[rows[i]] =
+// many[t][r] (each row of `one` written once; the host checks it);
+// scatter_add_rows_to: many[t][r] += one[rows[i]], with atomics. The host
+// checks every index; a bad one here is reported, never followed.
+__device__ __forceinline__ bool row_of_many(const u64* table, u32 k, u64 n, u64 i, u32 one_rows,
+                                            u32 code, u32* err, u32* t, u32* r, u32* row) {
+    u64 pair = table[2 * (u64)k + i];
+    *t = (u32)(pair >> 32);
+    *r = (u32)pair;
+    *row = (u32)table[2 * (u64)k + n + i];
+    if (*t >= k) {
+        report_index(err, code, *t, i, k);
+        return false;
+    }
+    if (*r >= table[k + *t]) {
+        report_index(err, code, *r, i, (u32)table[k + *t]);
+        return false;
+    }
+    if (*row >= one_rows) {
+        report_index(err, code, *row, n + i, one_rows);
+        return false;
+    }
+    return true;
+}
+
+extern "C" __global__ void gather_rows_from(const u64* table, u32 k, u64 n, u32 cols, float* dst,
+                                            u32 dst_rows, u32* err) {
+    GRID_STRIDE(e, n * cols) {
+        u64 i = e / cols, c = e - i * cols;
+        u32 t, r, row;
+        if (!row_of_many(table, k, n, i, dst_rows, ERR_ROWS_FROM, err, &t, &r, &row)) continue;
+        const float* src = (const float*)table[t];
+        dst[(u64)row * cols + c] = src[(u64)r * cols + c];
+    }
+}
+
+extern "C" __global__ void scatter_add_rows_to(const u64* table, u32 k, u64 n, u32 cols,
+                                               const float* src, u32 src_rows, u32* err) {
+    GRID_STRIDE(e, n * cols) {
+        u64 i = e / cols, c = e - i * cols;
+        u32 t, r, row;
+        if (!row_of_many(table, k, n, i, src_rows, ERR_ROWS_TO, err, &t, &r, &row)) continue;
+        float* dst = (float*)table[t];
+        atomicAdd(&dst[(u64)r * cols + c], src[(u64)row * cols + c]);
     }
 }
 

@@ -83,6 +83,8 @@ fn kernel_of_code(code: u32) -> &'static str {
         3 => "nll_log_softmax",
         4 => "nll_log_softmax_bwd",
         5 => "copy_rows_at",
+        6 => "gather_rows_from",
+        7 => "scatter_add_rows_to",
         _ => "cuda kernel",
     }
 }

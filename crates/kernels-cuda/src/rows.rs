@@ -1,6 +1,6 @@
 //! Row gather, scatter-add and broadcast along dimension 0.
 
-use cudarc::driver::{CudaView, CudaViewMut};
+use cudarc::driver::{CudaView, CudaViewMut, DevicePtr, DevicePtrMut};
 
 use crate::error::{CudaError, Result};
 use crate::launch::launch;
@@ -125,6 +125,120 @@ impl CudaKernels {
             cfg,
             [src, &src_rows, rows, dst, &dst_rows, &n, &c, &acc, &*err]
         )
+    }
+
+    /// `dst[dst_rows[i], :] = srcs[t][r, :]` for `(t, r) = from[i]`: rows of
+    /// several `? x cols` tables into one in ONE launch (the addresses and
+    /// all indices go up in one upload). Each row of `dst` must be named
+    /// once at most (the caller checks; writes to one row would race). A
+    /// bad index is reported by the next [`CudaKernels::check`].
+    pub fn gather_rows_from(
+        &self,
+        srcs: &[CudaView<'_, f32>],
+        cols: usize,
+        from: &[(u32, u32)],
+        dst: &mut CudaViewMut<'_, f32>,
+        dst_rows: &[u32],
+    ) -> Result<()> {
+        const K: &str = "gather_rows_from";
+        CudaError::check_len(K, "dst_rows", dst_rows.len(), from.len())?;
+        if from.is_empty() {
+            return Ok(());
+        }
+        let rows = table_rows(K, "dst", dst.len(), cols)?;
+        let stream = self.stream().clone();
+        let mut table = Vec::with_capacity(2 * srcs.len() + 2 * from.len());
+        let mut guards = Vec::with_capacity(srcs.len());
+        for s in srcs {
+            let (ptr, guard) = s.device_ptr(&stream);
+            table.push(ptr);
+            guards.push(guard);
+        }
+        for s in srcs {
+            table.push(u64::from(table_rows(K, "srcs", s.len(), cols)?));
+        }
+        self.launch_rows_of_many(K, table, from, dst_rows, cols, |k, n, c, table, err| {
+            launch!(
+                self,
+                "gather_rows_from",
+                self.elementwise_config(n as usize * cols),
+                [table, &k, &n, &c, dst, &rows, err]
+            )
+        })
+    }
+
+    /// `dsts[t][r, :] += src[src_rows[i], :]` for `(t, r) = to[i]`, with
+    /// atomics: one `? x cols` table's rows added into several in ONE
+    /// launch. Duplicates add up in an unspecified order. A bad index is
+    /// reported by the next [`CudaKernels::check`].
+    pub fn scatter_add_rows_to(
+        &self,
+        src: &CudaView<'_, f32>,
+        cols: usize,
+        src_rows: &[u32],
+        dsts: &mut [CudaViewMut<'_, f32>],
+        to: &[(u32, u32)],
+    ) -> Result<()> {
+        const K: &str = "scatter_add_rows_to";
+        CudaError::check_len(K, "src_rows", src_rows.len(), to.len())?;
+        if to.is_empty() {
+            return Ok(());
+        }
+        let rows = table_rows(K, "src", src.len(), cols)?;
+        let stream = self.stream().clone();
+        let mut counts = Vec::with_capacity(dsts.len());
+        for d in dsts.iter() {
+            counts.push(u64::from(table_rows(K, "dsts", d.len(), cols)?));
+        }
+        let mut table = Vec::with_capacity(2 * dsts.len() + 2 * to.len());
+        let mut guards = Vec::with_capacity(dsts.len());
+        for d in dsts.iter_mut() {
+            let (ptr, guard) = d.device_ptr_mut(&stream);
+            table.push(ptr);
+            guards.push(guard);
+        }
+        table.extend(counts);
+        self.launch_rows_of_many(K, table, to, src_rows, cols, |k, n, c, table, err| {
+            launch!(
+                self,
+                "scatter_add_rows_to",
+                self.elementwise_config(n as usize * cols),
+                [table, &k, &n, &c, src, &rows, err]
+            )
+        })
+    }
+
+    /// Completes `table` (addresses and row counts of the k tensors) with
+    /// the pairs and the one tensor's rows, uploads it, and launches.
+    fn launch_rows_of_many(
+        &self,
+        kernel: &'static str,
+        mut table: Vec<u64>,
+        pairs: &[(u32, u32)],
+        rows: &[u32],
+        cols: usize,
+        launch: impl FnOnce(
+            u32,
+            u64,
+            u32,
+            &CudaView<'_, u64>,
+            &cudarc::driver::CudaSlice<u32>,
+        ) -> Result<()>,
+    ) -> Result<()> {
+        let k = u32::try_from(table.len() / 2).map_err(|_| CudaError::Invalid {
+            kernel,
+            what: format!("{} tensors; at most 2^32", table.len() / 2),
+        })?;
+        table.extend(
+            pairs
+                .iter()
+                .map(|&(t, r)| u64::from(t) << 32 | u64::from(r)),
+        );
+        table.extend(rows.iter().map(|&r| u64::from(r)));
+        let table = self.upload(&table)?;
+        let err = self.error_word();
+        let n = pairs.len() as u64;
+        launch(k, n, cols_u32(kernel, cols)?, &table.as_view(), &err)
     }
 
     /// Index values `idx[i] < bound`, checked on the host: for row moves of

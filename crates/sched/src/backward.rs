@@ -18,7 +18,7 @@ use sheaf_autodiff::{
 use sheaf_tensor::{Shape, Tensor, TensorError, TensorMut};
 
 use crate::error::{Result, SchedError};
-use crate::exec::{batch_err, first_non_finite, Executor, RowGroups, Source};
+use crate::exec::{batch_err, first_non_finite, Executor, Source};
 use crate::plan::Batch;
 
 /// A failed add of parameter `p`'s private gradient into the store.
@@ -154,7 +154,7 @@ impl Executor {
 
     /// The gradient buffer of batch `buffer`, taken out of the executor
     /// (zeros from the arena if no gradient has reached it yet).
-    fn grad_buffer(&mut self, buffer: u32) -> sheaf_tensor::Result<Tensor> {
+    pub(crate) fn grad_buffer(&mut self, buffer: u32) -> sheaf_tensor::Result<Tensor> {
         match self.grads[buffer as usize].take() {
             Some(t) => Ok(t),
             None => {
@@ -589,30 +589,12 @@ impl Executor {
             // Sent back with every column by `send_back_block`.
             Source::Block => Ok(()),
             Source::Rows => {
-                // Rows of batch outputs: one indexed add into each
-                // output's gradient; leaves row by row.
-                let mut groups = RowGroups::default();
-                for (r, &x) in nodes.iter().enumerate() {
-                    let a = g.args(x)[j];
-                    if let (NodeKind::Op, Some(h)) = (g.node(a).kind(), self.homes[a.index()]) {
-                        groups.push(h.buffer, r as u32, h.row);
-                        continue;
-                    }
-                    let row = t
-                        .rows(r..r + 1)
-                        .and_then(|v| v.reshape(g.node(a).shape()))
-                        .map_err(&err)?;
-                    self.accumulate_row(g, store, a, &row, op)?;
-                }
-                for (buffer, from, to) in groups.iter() {
-                    let be = self.backend;
-                    self.with_grad(buffer, |dst| {
-                        let src = t.reshape(dst.shape().with_rows(nodes.len()))?;
-                        be.copy_rows_at(&src, from, dst.view_mut()?, to, true)
-                    })
-                    .map_err(&err)?;
-                }
-                Ok(())
+                // Rows of batch outputs and leaves: one call.
+                let items = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(r, &x)| (g.args(x)[j], r as u32));
+                self.scatter_grads(g, store, t, items, op, nodes)
             }
         }
     }

@@ -8,12 +8,11 @@
 //! with one indexed copy per source batch, and backward sends the
 //! gradients of all columns back the same way, through one block.
 
-use sheaf_autodiff::exec::GraphExec;
-use sheaf_autodiff::{ArgRole, Graph, NodeId, NodeKind, Op, ParamStore};
-use sheaf_tensor::{Shape, Tensor, TensorError};
+use sheaf_autodiff::{ArgRole, Graph, NodeId, Op, ParamStore};
+use sheaf_tensor::{Shape, Tensor};
 
 use crate::error::Result;
-use crate::exec::{batch_err, Executor, RowGroups, Source};
+use crate::exec::{Executor, Source};
 use crate::plan::Batch;
 
 /// At least this many columns that would each be assembled from several
@@ -58,30 +57,13 @@ impl Executor {
         let (b, n) = (nodes.len(), g.args(nodes[0]).len());
         let shape = g.node(g.args(nodes[0])[0]).shape();
         let mut block = self.arena.overwritten(Shape::stack(n * b, shape)?)?;
-        let mut groups = RowGroups::default();
-        for j in 0..n {
-            for (r, &x) in nodes.iter().enumerate() {
-                let a = g.args(x)[j];
-                let here = (j * b + r) as u32;
-                if let Some(h) = self.homes[a.index()] {
-                    groups.push(h.buffer, h.row, here);
-                    continue;
-                }
-                let v = g.value_of(a).ok_or(TensorError::InvalidArgument {
-                    op: "stack",
-                    arg: "args",
-                    reason: "has an argument without a value",
-                })?;
-                let v = v.reshape(Shape::stack(1, shape)?)?;
-                self.backend
-                    .copy_rows(&v, 0, block.view_mut()?, here as usize, 1)?;
-            }
-        }
-        for (buffer, from, to) in groups.iter() {
-            let src = &self.buffers[buffer as usize];
-            let dst = block.view_mut()?.reshape(src.shape().with_rows(n * b))?;
-            self.backend.copy_rows_at(src, from, dst, to, false)?;
-        }
+        let items = (0..n).flat_map(|j| {
+            nodes
+                .iter()
+                .enumerate()
+                .map(move |(r, &x)| (g.args(x)[j], (j * b + r) as u32))
+        });
+        self.gather_rows(g, items, &mut block)?;
         self.note_gather(op, n * b * shape.numel()? * 4);
         let stacked = Shape::stack(b, shape)?;
         let mut args = Vec::with_capacity(n);
@@ -105,35 +87,13 @@ impl Executor {
         op: &'static str,
     ) -> Result<()> {
         let nodes = &batch.nodes;
-        let err = batch_err(op, nodes);
         let (b, n) = (nodes.len(), g.args(nodes[0]).len());
-        let mut groups = RowGroups::default();
-        for j in 0..n {
-            for (r, &x) in nodes.iter().enumerate() {
-                let a = g.args(x)[j];
-                let here = (j * b + r) as u32;
-                if let (NodeKind::Op, Some(h)) = (g.node(a).kind(), self.homes[a.index()]) {
-                    groups.push(h.buffer, here, h.row);
-                    continue;
-                }
-                if let NodeKind::Input(_) = g.node(a).kind() {
-                    continue;
-                }
-                let row = block
-                    .rows(here as usize..here as usize + 1)
-                    .and_then(|v| v.reshape(g.node(a).shape()))
-                    .map_err(&err)?;
-                self.accumulate_row(g, store, a, &row, op)?;
-            }
-        }
-        for (buffer, from, to) in groups.iter() {
-            let be = self.backend;
-            self.with_grad(buffer, |dst| {
-                let src = block.reshape(dst.shape().with_rows(n * b))?;
-                be.copy_rows_at(&src, from, dst.view_mut()?, to, true)
-            })
-            .map_err(&err)?;
-        }
-        Ok(())
+        let items = (0..n).flat_map(|j| {
+            nodes
+                .iter()
+                .enumerate()
+                .map(move |(r, &x)| (g.args(x)[j], (j * b + r) as u32))
+        });
+        self.scatter_grads(g, store, block, items, op, nodes)
     }
 }

@@ -45,31 +45,6 @@ pub(crate) enum Source {
     Block,
 }
 
-/// Rows of a stacked argument grouped by the batch output they come from
-/// (in order of first appearance): `(buffer, rows there, rows here)`.
-#[derive(Debug, Default)]
-pub(crate) struct RowGroups {
-    index: rustc_hash::FxHashMap<u32, usize>,
-    groups: Vec<(u32, Vec<u32>, Vec<u32>)>,
-}
-
-impl RowGroups {
-    pub(crate) fn push(&mut self, buffer: u32, there: u32, here: u32) {
-        let k = *self.index.entry(buffer).or_insert_with(|| {
-            self.groups.push((buffer, Vec::new(), Vec::new()));
-            self.groups.len() - 1
-        });
-        self.groups[k].1.push(there);
-        self.groups[k].2.push(here);
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &[u32], &[u32])> {
-        self.groups
-            .iter()
-            .map(|(b, there, here)| (*b, there.as_slice(), here.as_slice()))
-    }
-}
-
 /// What backward needs of one forward batch besides its output buffer.
 pub(crate) struct Record {
     /// Stacked arguments; `None` for shared ones, which are read from the
@@ -425,28 +400,13 @@ impl Executor {
                 return Ok((out.reshape(stacked)?, source));
             }
         }
-        // Rows of several batch outputs: one indexed copy per output;
-        // leaves' values row by row. Every row is written once.
+        // Rows of several batch outputs and leaves' values: one call.
         let mut out = self.arena.overwritten(stacked)?;
-        let mut groups = RowGroups::default();
-        for (r, a) in args.iter().enumerate() {
-            if let Some(h) = self.homes[a.index()] {
-                groups.push(h.buffer, h.row, r as u32);
-                continue;
-            }
-            let v = g.value_of(*a).ok_or(TensorError::InvalidArgument {
-                op: "stack",
-                arg: "args",
-                reason: "has an argument without a value",
-            })?;
-            let v = v.reshape(Shape::stack(1, shape)?)?;
-            self.backend.copy_rows(&v, 0, out.view_mut()?, r, 1)?;
-        }
-        for (buffer, from, to) in groups.iter() {
-            let src = &self.buffers[buffer as usize];
-            let dst = out.view_mut()?.reshape(src.shape().with_rows(b))?;
-            self.backend.copy_rows_at(src, from, dst, to, false)?;
-        }
+        self.gather_rows(
+            g,
+            args.iter().enumerate().map(|(r, &a)| (a, r as u32)),
+            &mut out,
+        )?;
         self.note_gather(op, b * row_bytes);
         Ok((out, Source::Rows))
     }

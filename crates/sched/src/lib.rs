@@ -34,6 +34,7 @@ mod error;
 mod exec;
 mod pipeline;
 mod plan;
+mod rows;
 mod stats;
 
 /// `use sheaf_sched::prelude::*`: [`sheaf_autodiff::prelude`] (graphs,

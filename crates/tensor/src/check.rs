@@ -214,6 +214,72 @@ pub(crate) fn copy_rows_at(
     Ok(src.row_len_unchecked())
 }
 
+/// Rows `(s, r)` of several tensors `many` moved to or from rows `rows` of
+/// one tensor `one` (`gather_rows_from`, `scatter_add_rows_to`): equal row
+/// shapes, equal counts, every index in range; with `distinct`, no row of
+/// `one` twice (each written once, so the order of writes cannot matter).
+/// Returns the row length.
+pub(crate) fn rows_of_many(
+    op: &'static str,
+    [many_arg, one_arg]: [&'static str; 2],
+    many: &[Shape],
+    pairs: &[(u32, u32)],
+    one: Shape,
+    rows: &[u32],
+    distinct: bool,
+) -> Result<usize> {
+    let ck = Check(op);
+    ck.min_rank(one_arg, one, 1)?;
+    for &m in many {
+        ck.min_rank(many_arg, m, 1)?;
+        ck.same(m.row_shape(), one.row_shape())
+            .map_err(|_| ck.mismatch(m, one))?;
+    }
+    if pairs.len() != rows.len() {
+        return Err(TensorError::ArgShape {
+            op,
+            arg: "rows",
+            expected: Shape::from([pairs.len()]),
+            got: Shape::from([rows.len()]),
+        });
+    }
+    let out_of_range = |arg, r: usize, n| TensorError::OutOfRange {
+        op,
+        arg,
+        start: r,
+        end: r + 1,
+        rows: n,
+    };
+    for &(t, r) in pairs {
+        let Some(m) = many.get(t as usize) else {
+            return Err(TensorError::InvalidArgument {
+                op,
+                arg: "pairs",
+                reason: "name a tensor past the list",
+            });
+        };
+        if r as usize >= m.rows() {
+            return Err(out_of_range("pairs", r as usize, m.rows()));
+        }
+    }
+    if let Some(&r) = rows.iter().find(|&&r| r as usize >= one.rows()) {
+        return Err(out_of_range("rows", r as usize, one.rows()));
+    }
+    if distinct {
+        let mut seen = vec![false; one.rows()];
+        for &r in rows {
+            if std::mem::replace(&mut seen[r as usize], true) {
+                return Err(TensorError::InvalidArgument {
+                    op,
+                    arg: "rows",
+                    reason: "name one destination row twice",
+                });
+            }
+        }
+    }
+    Ok(one.row_len_unchecked())
+}
+
 /// `n` rows from `src_row` of `src` to `dst_row` of `dst`. Returns the row
 /// length.
 pub(crate) fn copy_rows(

@@ -425,6 +425,84 @@ fn copy_rows_at_is_one_upload_and_one_launch() {
     }
 }
 
+/// Rows of several tensors into one (`gather_rows_from`, exact) and back
+/// (`scatter_add_rows_to`, duplicates summed), against the CPU; each is one
+/// upload and one launch however many tensors take part.
+#[test]
+fn rows_of_many_tensors_in_one_launch() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = Rng::new(21);
+    let sizes = [6usize, 1, 9, 3];
+    for row in [&[5][..], &[2, 3][..]] {
+        let dims = |n: usize| sh(&[&[n], row].concat());
+        let srcs: Vec<Tensor> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| rand(dims(n), 40 + i as u64))
+            .collect();
+        let pick = |rng: &mut Rng| {
+            let t = rng.below(sizes.len() as u32);
+            (t, rng.below(sizes[t as usize] as u32))
+        };
+        // Gather: 14 distinct rows of a 20-row destination.
+        let from: Vec<(u32, u32)> = (0..14).map(|_| pick(&mut rng)).collect();
+        let mut to: Vec<u32> = (0..20).collect();
+        for i in (1..to.len()).rev() {
+            to.swap(i, rng.below(i as u32 + 1) as usize);
+        }
+        to.truncate(14);
+        let (cpu_out, gpu_out) = parity(
+            &gpu,
+            &format!("gather_rows_from (row {row:?})"),
+            EXACT,
+            &srcs,
+            &[rand(dims(20), 50)],
+            |be, i, o| {
+                outs!(o, [dst]);
+                let refs: Vec<&Tensor> = i.iter().collect();
+                be.gather_rows_from(&refs, &from, dst.view_mut()?, &to)
+            },
+        );
+        assert_eq!(bits(&gpu_out[0]), bits(&cpu_out[0]), "gather, row {row:?}");
+        // Scatter: 30 adds, repeated destinations.
+        let to: Vec<(u32, u32)> = (0..30).map(|_| pick(&mut rng)).collect();
+        let src_rows: Vec<u32> = (0..30).map(|_| rng.below(8)).collect();
+        let most = to.iter().map(|d| to.iter().filter(|&e| e == d).count()).max().unwrap();
+        parity(
+            &gpu,
+            &format!("scatter_add_rows_to (row {row:?})"),
+            summed(ARITH, most + 1),
+            &[rand(dims(8), 60)],
+            &srcs,
+            |be, i, o| {
+                let mut views = o
+                    .iter_mut()
+                    .map(|t| t.view_mut())
+                    .collect::<Result<Vec<_>>>()?;
+                be.scatter_add_rows_to(&i[0], &src_rows, &mut views, &to)
+            },
+        );
+    }
+    // The launches: a warm-up call, then one upload and one kernel each.
+    let srcs: Vec<Tensor> = sizes.iter().map(|&n| up(&rand([n, 4], 70))).collect();
+    let refs: Vec<&Tensor> = srcs.iter().collect();
+    let from: Vec<(u32, u32)> = (0..4).map(|t| (t, 0)).collect();
+    let mut dst = up(&rand([4, 4], 71));
+    let mut dsts: Vec<Tensor> = sizes.iter().map(|&n| up(&rand([n, 4], 72))).collect();
+    for _ in 0..2 {
+        let l0 = gpu.launches();
+        gpu.gather_rows_from(&refs, &from, dst.view_mut().unwrap(), &[0, 1, 2, 3])
+            .unwrap();
+        let gathered = gpu.launches() - l0;
+        let l0 = gpu.launches();
+        let mut views: Vec<_> = dsts.iter_mut().map(|t| t.view_mut().unwrap()).collect();
+        gpu.scatter_add_rows_to(&dst, &[0, 1, 2, 3], &mut views, &from)
+            .unwrap();
+        let scattered = gpu.launches() - l0;
+        assert_eq!((gathered, scattered), (2, 2), "launches of 4 tensors' rows");
+    }
+}
+
 // ---- Errors.
 
 /// Shape errors: the same variant on both backends (the CUDA backend runs

@@ -17,6 +17,8 @@ pub use cells::{CellOps, StateCellOps};
 pub use elementwise::{Binary, ElementwiseOps, Unary};
 pub use matmul::MatmulOps;
 pub use optim::OptimOps;
+#[cfg(feature = "cuda")]
+pub(crate) use rows::by_tensor;
 pub use rows::RowOps;
 pub use softmax::SoftmaxOps;
 

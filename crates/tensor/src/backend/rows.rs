@@ -57,6 +57,64 @@ pub trait RowOps {
         self.scatter_add_rows(&rows, &to, dst)
     }
 
+    /// Rows of several tensors placed into one ("gather_rows_from"):
+    /// `dst[dst_rows[i]] = srcs[t][r]` for `(t, r) = from[i]`. Equal row
+    /// shapes, every index in range, and no row of `dst` twice. How a
+    /// batch's argument is assembled from the outputs of many batches. The
+    /// default moves the rows of each source with one
+    /// [`RowOps::copy_rows_at`]; a backend may do it all in one pass.
+    fn gather_rows_from(
+        &self,
+        srcs: &[&Tensor],
+        from: &[(u32, u32)],
+        mut dst: TensorMut<'_>,
+        dst_rows: &[u32],
+    ) -> Result<()> {
+        let shapes: Vec<_> = srcs.iter().map(|t| t.shape()).collect();
+        crate::check::rows_of_many(
+            "gather_rows_from",
+            ["srcs", "dst"],
+            &shapes,
+            from,
+            dst.shape(),
+            dst_rows,
+            true,
+        )?;
+        for (t, (there, here)) in by_tensor(srcs.len(), from, dst_rows) {
+            self.copy_rows_at(srcs[t], &there, dst.reborrow(), &here, false)?;
+        }
+        Ok(())
+    }
+
+    /// Rows of one tensor added into several ("scatter_add_rows_to"):
+    /// `dsts[t][r] += src[src_rows[i]]` for `(t, r) = to[i]`; duplicates
+    /// add up. Equal row shapes, every index in range. How a batch's
+    /// argument gradient goes back to the many batches it came from. The
+    /// default adds into each destination with one
+    /// [`RowOps::copy_rows_at`]; a backend may do it all in one pass.
+    fn scatter_add_rows_to(
+        &self,
+        src: &Tensor,
+        src_rows: &[u32],
+        dsts: &mut [TensorMut<'_>],
+        to: &[(u32, u32)],
+    ) -> Result<()> {
+        let shapes: Vec<_> = dsts.iter().map(|t| t.shape()).collect();
+        crate::check::rows_of_many(
+            "scatter_add_rows_to",
+            ["dsts", "src"],
+            &shapes,
+            to,
+            src.shape(),
+            src_rows,
+            false,
+        )?;
+        for (t, (there, here)) in by_tensor(dsts.len(), to, src_rows) {
+            self.copy_rows_at(src, &here, dsts[t].reborrow(), &there, true)?;
+        }
+        Ok(())
+    }
+
     /// `dst[dst_row + i] = src[src_row + i]` for `i < n` ("copy_rows"); equal
     /// row shapes, both ranges in bounds (`OutOfRange` otherwise).
     fn copy_rows(
@@ -85,4 +143,23 @@ pub trait RowOps {
         width: usize,
         accumulate: bool,
     ) -> Result<()>;
+}
+
+/// `(tensor, row)` pairs and the matching rows of the one tensor, grouped
+/// by tensor (in tensor order, positions in order within each): for each
+/// tensor with any, `(tensor, (its rows, the one tensor's rows))`.
+pub(crate) fn by_tensor(
+    tensors: usize,
+    pairs: &[(u32, u32)],
+    rows: &[u32],
+) -> impl Iterator<Item = (usize, (Vec<u32>, Vec<u32>))> {
+    let mut groups = vec![(Vec::new(), Vec::new()); tensors];
+    for (&(t, r), &row) in pairs.iter().zip(rows) {
+        groups[t as usize].0.push(r);
+        groups[t as usize].1.push(row);
+    }
+    groups
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (there, _))| !there.is_empty())
 }

@@ -133,6 +133,81 @@ impl RowOps for CudaBackend {
             .map_err(cuda_err(OP))
     }
 
+    fn gather_rows_from(
+        &self,
+        srcs: &[&Tensor],
+        from: &[(u32, u32)],
+        dst: TensorMut<'_>,
+        dst_rows: &[u32],
+    ) -> Result<()> {
+        const OP: &str = "gather_rows_from";
+        let shapes: Vec<_> = srcs.iter().map(|t| t.shape()).collect();
+        let cols = check::rows_of_many(
+            OP,
+            ["srcs", "dst"],
+            &shapes,
+            from,
+            dst.shape(),
+            dst_rows,
+            true,
+        )?;
+        let views = srcs
+            .iter()
+            .map(|t| self.f32_in(OP, "srcs", t))
+            .collect::<Result<Vec<_>>>()?;
+        let mut dst = self.f32_out(OP, "dst", dst)?;
+        if cols == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .gather_rows_from(&views, cols, from, &mut dst, dst_rows)
+            .map_err(cuda_err(OP))
+    }
+
+    fn scatter_add_rows_to(
+        &self,
+        src: &Tensor,
+        src_rows: &[u32],
+        dsts: &mut [TensorMut<'_>],
+        to: &[(u32, u32)],
+    ) -> Result<()> {
+        const OP: &str = "scatter_add_rows_to";
+        let shapes: Vec<_> = dsts.iter().map(|t| t.shape()).collect();
+        let cols = check::rows_of_many(
+            OP,
+            ["dsts", "src"],
+            &shapes,
+            to,
+            src.shape(),
+            src_rows,
+            false,
+        )?;
+        if cols == 0 {
+            // Nothing moves; the dtypes and devices are still checked.
+            self.f32_in(OP, "src", src)?;
+            for t in dsts.iter_mut() {
+                self.f32_out(OP, "dsts", t.reborrow())?;
+            }
+            return Ok(());
+        }
+        if self.kernels.deterministic() {
+            // Duplicates must add up in position order, as on the CPU: one
+            // ordered add per destination (copy_rows_at's deterministic path).
+            for (t, (there, here)) in crate::backend::by_tensor(dsts.len(), to, src_rows) {
+                self.copy_rows_at(src, &here, dsts[t].reborrow(), &there, true)?;
+            }
+            return Ok(());
+        }
+        let src = self.f32_in(OP, "src", src)?;
+        let mut views = dsts
+            .iter_mut()
+            .map(|t| self.f32_out(OP, "dsts", t.reborrow()))
+            .collect::<Result<Vec<_>>>()?;
+        self.kernels
+            .scatter_add_rows_to(&src, cols, src_rows, &mut views, to)
+            .map_err(cuda_err(OP))
+    }
+
     fn copy_rows(
         &self,
         src: &Tensor,

@@ -1,0 +1,143 @@
+//! Moving rows between batches: a batch's stacked argument assembled from
+//! the outputs of many earlier batches (and leaves' values), and its
+//! gradient sent back to them. Each direction is ONE backend call however
+//! many batches the rows come from (`gather_rows_from`,
+//! `scatter_add_rows_to`): on a GPU, one launch instead of one per source
+//! batch, which for tree models is most of a step's launches.
+
+use rustc_hash::FxHashMap;
+use sheaf_autodiff::exec::GraphExec;
+use sheaf_autodiff::{Graph, NodeId, NodeKind, ParamStore};
+use sheaf_tensor::{Shape, Tensor, TensorError, TensorMut};
+
+use crate::error::Result;
+use crate::exec::{batch_err, Executor};
+
+/// `[rows, row_len]`: every tensor seen as a matrix of its rows.
+fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
+    let rows = t.num_rows();
+    t.reshape([rows, t.numel() / rows.max(1)])
+}
+
+impl Executor {
+    /// Writes the value of each `(node, row)` of `items` into that row of
+    /// `dst` (rows of one shape, each row of `dst` once): rows of batch
+    /// outputs and leaves' values alike, in one `gather_rows_from`.
+    pub(crate) fn gather_rows(
+        &self,
+        g: &Graph,
+        items: impl Iterator<Item = (NodeId, u32)>,
+        dst: &mut Tensor,
+    ) -> sheaf_tensor::Result<()> {
+        let mut srcs: Vec<Tensor> = Vec::new();
+        let mut of_buffer: FxHashMap<u32, u32> = FxHashMap::default();
+        let (mut from, mut to) = (Vec::new(), Vec::new());
+        for (a, here) in items {
+            let pair = match self.homes[a.index()] {
+                Some(h) => {
+                    let k = *of_buffer.entry(h.buffer).or_insert_with(|| {
+                        srcs.push(self.buffers[h.buffer as usize].clone());
+                        srcs.len() as u32 - 1
+                    });
+                    (k, h.row)
+                }
+                None => {
+                    let v = g.value_of(a).ok_or(TensorError::InvalidArgument {
+                        op: "stack",
+                        arg: "args",
+                        reason: "has an argument without a value",
+                    })?;
+                    srcs.push(v.reshape(Shape::stack(1, v.shape())?)?);
+                    (srcs.len() as u32 - 1, 0)
+                }
+            };
+            from.push(pair);
+            to.push(here);
+        }
+        let srcs = srcs
+            .iter()
+            .map(as_matrix)
+            .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = srcs.iter().collect();
+        let rows = dst.num_rows();
+        let len = dst.numel() / rows.max(1);
+        let dst = dst.view_mut()?.reshape([rows, len])?;
+        self.backend.gather_rows_from(&refs, &from, dst, &to)
+    }
+
+    /// Adds each row `here` of `t` to the gradient of the node `a` of
+    /// `(a, here)` in `items`: into batch outputs' gradient rows with one
+    /// `scatter_add_rows_to`, into parameters' accumulators row by row;
+    /// inputs take none.
+    pub(crate) fn scatter_grads(
+        &mut self,
+        g: &Graph,
+        store: &ParamStore,
+        t: &Tensor,
+        items: impl Iterator<Item = (NodeId, u32)>,
+        op: &'static str,
+        nodes: &[NodeId],
+    ) -> Result<()> {
+        let mut buffers: Vec<u32> = Vec::new();
+        let mut of_buffer: FxHashMap<u32, u32> = FxHashMap::default();
+        let (mut rows, mut to) = (Vec::new(), Vec::new());
+        let mut params = Vec::new();
+        for (a, here) in items {
+            match (g.node(a).kind(), self.homes[a.index()]) {
+                (NodeKind::Op, Some(h)) => {
+                    let k = *of_buffer.entry(h.buffer).or_insert_with(|| {
+                        buffers.push(h.buffer);
+                        buffers.len() as u32 - 1
+                    });
+                    rows.push(here);
+                    to.push((k, h.row));
+                }
+                (NodeKind::Input(_), _) => {}
+                _ => params.push((a, here)),
+            }
+        }
+        let err = batch_err(op, nodes);
+        for (a, here) in params {
+            let row = t
+                .rows(here as usize..here as usize + 1)
+                .and_then(|v| v.reshape(g.node(a).shape()))
+                .map_err(&err)?;
+            self.accumulate_row(g, store, a, &row, op)?;
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // Every destination's gradient taken out for the one call, and put
+        // back whatever it returns.
+        let mut taken = Vec::with_capacity(buffers.len());
+        let mut result = Ok(());
+        for &b in &buffers {
+            match self.grad_buffer(b) {
+                Ok(t) => taken.push(t),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            result = (|| {
+                let src = as_matrix(t)?;
+                let mut views = taken
+                    .iter_mut()
+                    .map(|d| {
+                        let r = d.num_rows();
+                        let len = d.numel() / r.max(1);
+                        d.view_mut()?.reshape([r, len])
+                    })
+                    .collect::<sheaf_tensor::Result<Vec<TensorMut<'_>>>>()?;
+                self.backend
+                    .scatter_add_rows_to(&src, &rows, &mut views, &to)
+            })();
+        }
+        for (b, d) in buffers.iter().zip(taken) {
+            self.grads[*b as usize] = Some(d);
+        }
+        result.map_err(err)
+    }
+}
