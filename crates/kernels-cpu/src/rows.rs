@@ -215,6 +215,53 @@ impl CpuKernels {
         Ok(())
     }
 
+    /// `dst[dst_idx[i], :] = srcs[t][r, :]` for `(t, r) = pairs[i]`: rows
+    /// of several tables (`cols` columns each) into one in one pass.
+    /// Indices are checked before anything is written.
+    pub fn gather_rows_from(
+        &self,
+        srcs: &[&[f32]],
+        cols: usize,
+        pairs: &[(u32, u32)],
+        dst: &mut [f32],
+        dst_idx: &[u32],
+    ) -> Result<()> {
+        const K: &str = "gather_rows_from";
+        let dst_rows = table_rows(K, "dst", dst.len(), cols)?;
+        KernelError::check_len(K, "dst_idx", dst_idx.len(), pairs.len())?;
+        check_pairs(K, srcs.iter().map(|s| s.len()), cols, pairs)?;
+        check_indices(K, dst_idx, dst_rows)?;
+        for (&(t, r), &d) in pairs.iter().zip(dst_idx) {
+            let (r, d) = (r as usize * cols, d as usize * cols);
+            copy(&mut dst[d..d + cols], &srcs[t as usize][r..r + cols]);
+        }
+        Ok(())
+    }
+
+    /// `dsts[t][r, :] += src[src_idx[i], :]` for `(t, r) = pairs[i]`: one
+    /// table's rows added into several in one pass, in position order
+    /// (duplicates add up). Indices are checked before anything is
+    /// written.
+    pub fn scatter_add_rows_to(
+        &self,
+        src: &[f32],
+        cols: usize,
+        src_idx: &[u32],
+        dsts: &mut [&mut [f32]],
+        pairs: &[(u32, u32)],
+    ) -> Result<()> {
+        const K: &str = "scatter_add_rows_to";
+        let src_rows = table_rows(K, "src", src.len(), cols)?;
+        KernelError::check_len(K, "src_idx", src_idx.len(), pairs.len())?;
+        check_pairs(K, dsts.iter().map(|d| d.len()), cols, pairs)?;
+        check_indices(K, src_idx, src_rows)?;
+        for (&(t, r), &s) in pairs.iter().zip(src_idx) {
+            let (r, s) = (r as usize * cols, s as usize * cols);
+            add_row(&mut dsts[t as usize][r..r + cols], &src[s..s + cols]);
+        }
+        Ok(())
+    }
+
     /// `dst[dst_row + i, :] = src[src_row + i, :]` for `i < n`.
     ///
     /// Both slices are row-major with `cols` columns and must hold the rows
@@ -326,4 +373,35 @@ impl CpuKernels {
         }
         Ok(())
     }
+}
+
+/// Every `(t, r)` names a table of the list and a row of it.
+fn check_pairs(
+    kernel: &'static str,
+    lens: impl Iterator<Item = usize>,
+    cols: usize,
+    pairs: &[(u32, u32)],
+) -> Result<()> {
+    let rows = lens
+        .map(|len| table_rows(kernel, "tables", len, cols))
+        .collect::<Result<Vec<_>>>()?;
+    for (position, &(t, r)) in pairs.iter().enumerate() {
+        let Some(&n) = rows.get(t as usize) else {
+            return Err(KernelError::Index {
+                kernel,
+                index: t as usize,
+                position,
+                rows: rows.len(),
+            });
+        };
+        if r as usize >= n {
+            return Err(KernelError::Index {
+                kernel,
+                index: r as usize,
+                position,
+                rows: n,
+            });
+        }
+    }
+    Ok(())
 }

@@ -20,10 +20,12 @@ use crate::plan::Batch;
 const MIN_SCATTERED_COLUMNS: usize = 2;
 
 impl Executor {
-    /// Whether `op`'s batch `nodes` stacks as one block: every argument
-    /// stacked, all of one shape, and at least [`MIN_SCATTERED_COLUMNS`]
-    /// of them spread over several source batches (a column that is one
-    /// batch's rows costs one copy at most either way).
+    /// Whether `op`'s batch `nodes` stacks as one block: three or more
+    /// arguments, every one stacked, all of one shape, and either the op
+    /// takes blocks ([`Op::grads_as_block`]) or at least
+    /// [`MIN_SCATTERED_COLUMNS`] of them are spread over several source
+    /// batches (a column that is one batch's rows costs one copy at most
+    /// either way).
     pub(crate) fn stacks_as_block(&self, g: &Graph, op: &dyn Op, nodes: &[NodeId]) -> bool {
         let args = g.args(nodes[0]);
         let n = args.len();
@@ -33,6 +35,13 @@ impl Executor {
         let shape = g.node(args[0]).shape();
         if args.iter().any(|&a| g.node(a).shape() != shape) {
             return false;
+        }
+        if op.grads_as_block() {
+            // The op runs a block in one kernel each way (a sum: column
+            // sums forward, one broadcast back), where its columns apart
+            // cost a kernel each: a block even for one node, or columns
+            // that sit in one batch.
+            return true;
         }
         let scattered = (0..n)
             .filter(|&j| {

@@ -1,5 +1,6 @@
 //! `RowOps::gather_rows_from` and `RowOps::scatter_add_rows_to` (rows of
-//! several tensors into one, and back, in one call) against a plain host
+//! several tensors into one, and back, in one call), the CPU backend's
+//! one-pass kernels and the trait's defaults alike, against a plain host
 //! loop: identical bits for the gather, sums added in position order for
 //! the scatter (duplicates included), on rank-2 and rank-3 rows; and their
 //! errors, with nothing written.
@@ -9,9 +10,10 @@
 
 mod common;
 
+use common::state_cells::Defaults;
 use common::{get, rand};
 use sheaf_tensor::prelude::*;
-use sheaf_tensor::{Device, Shape, Tensor, TensorError};
+use sheaf_tensor::{CpuBackend, Shape, Tensor, TensorError};
 
 /// splitmix64 indices.
 struct Rng(u64);
@@ -26,8 +28,10 @@ impl Rng {
     }
 }
 
-fn cpu() -> &'static dyn Backend {
-    Device::Cpu.backend().unwrap()
+/// The CPU backend's overrides and the trait's defaults.
+fn each_backend(mut f: impl FnMut(&dyn RowOps, &str)) {
+    f(&CpuBackend::new(), "cpu");
+    f(&Defaults(CpuBackend::new()), "default");
 }
 
 fn shape(rows: usize, row: &[usize]) -> Shape {
@@ -60,14 +64,17 @@ fn case(row: &[usize], n: usize, seed: u64) -> (Vec<Tensor>, Vec<(u32, u32)>, Ve
 
 #[test]
 fn gather_rows_from_moves_each_row_exactly() {
+    each_backend(gather_exactly);
+}
+
+fn gather_exactly(be: &dyn RowOps, path: &str) {
     for row in [&[3][..], &[2, 2][..]] {
         for (n, seed) in [(0, 1), (1, 2), (7, 3), (12, 4)] {
             let (srcs, pairs, rows) = case(row, n, seed);
             let before = rand(shape(12, row), 99);
             let mut dst = before.clone();
             let refs: Vec<&Tensor> = srcs.iter().collect();
-            cpu()
-                .gather_rows_from(&refs, &pairs, dst.view_mut().unwrap(), &rows)
+            be.gather_rows_from(&refs, &pairs, dst.view_mut().unwrap(), &rows)
                 .unwrap();
             let len: usize = row.iter().product();
             let mut want = get(&before);
@@ -77,13 +84,17 @@ fn gather_rows_from_moves_each_row_exactly() {
                 want[d * len..(d + 1) * len].copy_from_slice(&src[r * len..(r + 1) * len]);
             }
             let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
-            assert_eq!(bits(get(&dst)), bits(want), "row {row:?}, {n} rows");
+            assert_eq!(bits(get(&dst)), bits(want), "{path}: row {row:?}, {n} rows");
         }
     }
 }
 
 #[test]
 fn scatter_add_rows_to_adds_in_position_order() {
+    each_backend(scatter_in_order);
+}
+
+fn scatter_in_order(be: &dyn RowOps, path: &str) {
     for row in [&[3][..], &[2, 2][..]] {
         let mut rng = Rng(8);
         let src = rand(shape(9, row), 5);
@@ -104,8 +115,7 @@ fn scatter_add_rows_to_adds_in_position_order() {
         let mut dsts = befores.clone();
         {
             let mut views: Vec<_> = dsts.iter_mut().map(|t| t.view_mut().unwrap()).collect();
-            cpu()
-                .scatter_add_rows_to(&src, &src_rows, &mut views, &to)
+            be.scatter_add_rows_to(&src, &src_rows, &mut views, &to)
                 .unwrap();
         }
         let len: usize = row.iter().product();
@@ -121,13 +131,17 @@ fn scatter_add_rows_to_adds_in_position_order() {
                     want[r * len + c] += s[sr * len + c];
                 }
             }
-            assert_eq!(get(got), want, "row {row:?}, destination {t}");
+            assert_eq!(get(got), want, "{path}: row {row:?}, destination {t}");
         }
     }
 }
 
 #[test]
 fn bad_calls_are_errors_and_write_nothing() {
+    each_backend(bad_calls);
+}
+
+fn bad_calls(be: &dyn RowOps, path: &str) {
     let (srcs, _, _) = case(&[3], 0, 7);
     let refs: Vec<&Tensor> = srcs.iter().collect();
     let before = rand(shape(12, &[3]), 1);
@@ -136,14 +150,29 @@ fn bad_calls_are_errors_and_write_nothing() {
     let cases: Vec<Case> = vec![
         ("tensor past the list", refs.clone(), vec![(3, 0)], vec![0]),
         ("row past its tensor", refs.clone(), vec![(1, 1)], vec![0]),
-        ("destination past the end", refs.clone(), vec![(0, 0)], vec![12]),
-        ("destination twice", refs.clone(), vec![(0, 0), (2, 1)], vec![4, 4]),
-        ("lengths differ", refs.clone(), vec![(0, 0), (2, 1)], vec![4]),
+        (
+            "destination past the end",
+            refs.clone(),
+            vec![(0, 0)],
+            vec![12],
+        ),
+        (
+            "destination twice",
+            refs.clone(),
+            vec![(0, 0), (2, 1)],
+            vec![4, 4],
+        ),
+        (
+            "lengths differ",
+            refs.clone(),
+            vec![(0, 0), (2, 1)],
+            vec![4],
+        ),
         ("row shapes differ", vec![&other[0]], vec![(0, 0)], vec![0]),
     ];
     for (name, srcs, pairs, rows) in cases {
         let mut dst = before.clone();
-        let e = cpu()
+        let e = be
             .gather_rows_from(&srcs, &pairs, dst.view_mut().unwrap(), &rows)
             .expect_err(name);
         assert!(
@@ -154,20 +183,23 @@ fn bad_calls_are_errors_and_write_nothing() {
                     | TensorError::ArgShape { .. }
                     | TensorError::ShapeMismatch { .. }
             ),
-            "{name}: {e}"
+            "{path}: {name}: {e}"
         );
-        assert!(e.to_string().contains("gather_rows_from"), "{name}: {e}");
-        assert_eq!(get(&dst), get(&before), "{name}: written");
+        assert!(
+            e.to_string().contains("gather_rows_from"),
+            "{path}: {name}: {e}"
+        );
+        assert_eq!(get(&dst), get(&before), "{path}: {name}: written");
     }
     // The scatter: a destination row past its tensor.
     let src = rand(shape(2, &[3]), 3);
     let mut dsts = [rand(shape(2, &[3]), 4)];
     let kept = get(&dsts[0]);
     let mut views: Vec<_> = dsts.iter_mut().map(|t| t.view_mut().unwrap()).collect();
-    let e = cpu()
+    let e = be
         .scatter_add_rows_to(&src, &[0], &mut views, &[(0, 2)])
         .expect_err("row past its tensor");
-    assert!(e.to_string().contains("scatter_add_rows_to"), "{e}");
+    assert!(e.to_string().contains("scatter_add_rows_to"), "{path}: {e}");
     drop(views);
     assert_eq!(get(&dsts[0]), kept);
 }

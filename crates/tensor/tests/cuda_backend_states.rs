@@ -467,7 +467,11 @@ fn rows_of_many_tensors_in_one_launch() {
         // Scatter: 30 adds, repeated destinations.
         let to: Vec<(u32, u32)> = (0..30).map(|_| pick(&mut rng)).collect();
         let src_rows: Vec<u32> = (0..30).map(|_| rng.below(8)).collect();
-        let most = to.iter().map(|d| to.iter().filter(|&e| e == d).count()).max().unwrap();
+        let most = to
+            .iter()
+            .map(|d| to.iter().filter(|&e| e == d).count())
+            .max()
+            .unwrap();
         parity(
             &gpu,
             &format!("scatter_add_rows_to (row {row:?})"),

@@ -54,6 +54,68 @@ impl RowOps for CpuBackend {
             .map_err(TensorError::kernel(OP))
     }
 
+    fn gather_rows_from(
+        &self,
+        srcs: &[&Tensor],
+        from: &[(u32, u32)],
+        dst: TensorMut<'_>,
+        dst_rows: &[u32],
+    ) -> Result<()> {
+        const OP: &str = "gather_rows_from";
+        let shapes: Vec<_> = srcs.iter().map(|t| t.shape()).collect();
+        let cols = check::rows_of_many(
+            OP,
+            ["srcs", "dst"],
+            &shapes,
+            from,
+            dst.shape(),
+            dst_rows,
+            true,
+        )?;
+        let slices = srcs
+            .iter()
+            .map(|t| f32_in(OP, "srcs", t))
+            .collect::<Result<Vec<_>>>()?;
+        let dst = f32_out(OP, "dst", dst)?;
+        if cols == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .gather_rows_from(&slices, cols, from, dst, dst_rows)
+            .map_err(TensorError::kernel(OP))
+    }
+
+    fn scatter_add_rows_to(
+        &self,
+        src: &Tensor,
+        src_rows: &[u32],
+        dsts: &mut [TensorMut<'_>],
+        to: &[(u32, u32)],
+    ) -> Result<()> {
+        const OP: &str = "scatter_add_rows_to";
+        let shapes: Vec<_> = dsts.iter().map(|t| t.shape()).collect();
+        let cols = check::rows_of_many(
+            OP,
+            ["dsts", "src"],
+            &shapes,
+            to,
+            src.shape(),
+            src_rows,
+            false,
+        )?;
+        let src = f32_in(OP, "src", src)?;
+        let mut slices = dsts
+            .iter_mut()
+            .map(|t| f32_out(OP, "dsts", t.reborrow()))
+            .collect::<Result<Vec<_>>>()?;
+        if cols == 0 {
+            return Ok(());
+        }
+        self.kernels
+            .scatter_add_rows_to(src, cols, src_rows, &mut slices, to)
+            .map_err(TensorError::kernel(OP))
+    }
+
     fn copy_rows(
         &self,
         src: &Tensor,
