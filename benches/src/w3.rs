@@ -13,7 +13,7 @@
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-use sheaf_autodiff::{Expr, Graph, Init, Param, ParamStore, Sequential};
+use sheaf_autodiff::{Expr, Graph, Init, Param, ParamStore, Sequential, VertexFn};
 use sheaf_sched::Executor;
 use sheaf_tensor::{Backend, CellSpec, DType, Device, Shape, Tensor, TensorMut, Transpose};
 
@@ -217,6 +217,86 @@ pub fn build_tree(g: &mut Graph, m: &Model, tree: &RandomTree) -> Result<Expr, S
         .ok_or_else(|| "a W3 tree has no nodes".to_string())
 }
 
+/// The cells of [`build_tree`] as vertex functions (Cavs): a leaf is the
+/// lookup and ONE call of `F(x)` = leaf cell on `W_leaf x + b_leaf`, an
+/// internal node ONE call of `F(s_l, s_r, h_l, h_r)` = binary cell on
+/// `U [h_l; h_r] + b`, each followed by its `h` where a parent reads it:
+/// 3 and 2 graph nodes instead of 4 and 4.
+#[derive(Debug)]
+pub struct VertexCells {
+    leaf: VertexFn,
+    node: VertexFn,
+}
+
+impl VertexCells {
+    /// Traces both functions once over `m`'s parameters.
+    pub fn new(m: &Model) -> Result<VertexCells, String> {
+        let h = m.hidden;
+        let m = *m;
+        let err = |e: sheaf_autodiff::GraphError| format!("tracing a W3 vertex function: {e}");
+        let leaf = VertexFn::trace("w3_leaf", &[Shape::from([h])], move |g, a| {
+            let (wl, bl) = (g.param(&m.w_leaf), g.param(&m.b_leaf));
+            let gates = g.affine(bl, &[(wl, a[0])])?;
+            Ok(vec![g.tree_lstm_leaf(gates)?])
+        })
+        .map_err(err)?;
+        let (s, hs) = (Shape::from([2 * h]), Shape::from([h]));
+        let node = VertexFn::trace("w3_node", &[s, s, hs, hs], move |g, a| {
+            let hh = g.concat(&[a[2], a[3]])?;
+            let (u, bi) = (g.param(&m.u), g.param(&m.b_int));
+            let gates = g.affine(bi, &[(u, hh)])?;
+            Ok(vec![g.tree_lstm_node(gates, a[0], a[1])?])
+        })
+        .map_err(err)?;
+        Ok(VertexCells { leaf, node })
+    }
+}
+
+/// [`build_tree`] with the cells called as vertex functions: the same
+/// values, fewer graph nodes.
+pub fn build_tree_vertex(
+    g: &mut Graph,
+    m: &Model,
+    cells: &VertexCells,
+    tree: &RandomTree,
+) -> Result<Expr, String> {
+    let err = |e: sheaf_autodiff::GraphError| format!("building a W3 tree: {e}");
+    let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
+    let mut hs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
+    for (pos, node) in tree.nodes.iter().enumerate() {
+        let out = match *node {
+            TreeNode::Leaf { word } => {
+                let emb = g.param(&m.emb);
+                let x = g.lookup(emb, word).map_err(err)?;
+                g.call(&cells.leaf, &[x]).map_err(err)?
+            }
+            TreeNode::Inner { left, right } => {
+                let child = |c: u32| {
+                    let c = c as usize;
+                    match (states.get(c), hs.get(c)) {
+                        (Some(&s), Some(&h)) if c < pos => Ok((s, h)),
+                        _ => Err(format!("node {pos}: child {c} does not precede it")),
+                    }
+                };
+                let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
+                g.call(&cells.node, &[sl, sr, hl, hr]).map_err(err)?
+            }
+        };
+        let state = out[0];
+        let h = if pos + 1 < tree.nodes.len() {
+            g.cell_h(state).map_err(err)?
+        } else {
+            state
+        };
+        states.push(state);
+        hs.push(h);
+    }
+    states
+        .last()
+        .copied()
+        .ok_or_else(|| "a W3 tree has no nodes".to_string())
+}
+
 /// Runs `trees` as one graph (cleared first) with `exec` (None: the
 /// reference `Sequential`); returns the root states, `[2H]` each.
 pub fn infer_graph(
@@ -226,10 +306,26 @@ pub fn infer_graph(
     m: &Model,
     trees: &[RandomTree],
 ) -> Result<Vec<Tensor>, String> {
+    infer_graph_with(g, exec, store, m, None, trees)
+}
+
+/// [`infer_graph`], the cells inlined (`cells` None) or called as vertex
+/// functions.
+pub fn infer_graph_with(
+    g: &mut Graph,
+    exec: Option<&mut Executor>,
+    store: &ParamStore,
+    m: &Model,
+    cells: Option<&VertexCells>,
+    trees: &[RandomTree],
+) -> Result<Vec<Tensor>, String> {
     g.clear();
     let roots = trees
         .iter()
-        .map(|t| build_tree(g, m, t))
+        .map(|t| match cells {
+            None => build_tree(g, m, t),
+            Some(c) => build_tree_vertex(g, m, c, t),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     // Forward computes every node up to the target: the last root is the
     // last node added.

@@ -26,6 +26,7 @@ const GPU_TESTS: &[&str] = &[
     "cuda_backend_errors",
     "every_op_batches",
     "many_argument_batches",
+    "vertex_calls",
     "tree_lstm",
     "custom_op_cuda",
 ];

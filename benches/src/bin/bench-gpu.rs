@@ -243,7 +243,7 @@ fn w3_infer(
     quick: bool,
 ) -> Result<(), String> {
     println!(
-        "{:>8} {:>6} {:>6} {:>10} {:>9}",
+        "{:>10} {:>6} {:>6} {:>10} {:>9}",
         "W3", "state", "batch", "ms/tree", "launches"
     );
     for hidden in [256, 1024] {
@@ -252,48 +252,56 @@ fn w3_infer(
         store.to_device(device).map_err(|e| e.to_string())?;
         let mut exec = Executor::on(Strategy::Agenda, device).map_err(|e| e.to_string())?;
         let mut g = Graph::new();
-        for batch in [1, 32, 256, 1024] {
-            let total = if quick {
-                batch.max(64)
-            } else {
-                (4 * batch).max(256)
-            };
-            let trees = w3::trees(total + batch, false, 7);
-            let (warm, timed) = trees.split_at(batch);
-            w3::infer_graph(&mut g, Some(&mut exec), &store, &m, warm)?;
-            k.check().map_err(|e| e.to_string())?;
-            let l0 = k.launches();
-            let t = Instant::now();
-            for chunk in timed.chunks(batch) {
-                w3::infer_graph(&mut g, Some(&mut exec), &store, &m, chunk)?;
+        let cells = w3::VertexCells::new(&m)?;
+        // Inlined cells, then the cells as vertex functions (fewer graph
+        // nodes: less host time per tree).
+        for (form, vf) in [("agenda", None), ("agenda+vf", Some(&cells))] {
+            for batch in [1, 32, 256, 1024] {
+                let total = if quick {
+                    batch.max(64)
+                } else {
+                    (4 * batch).max(256)
+                };
+                let trees = w3::trees(total + batch, false, 7);
+                let (warm, timed) = trees.split_at(batch);
+                w3::infer_graph_with(&mut g, Some(&mut exec), &store, &m, vf, warm)?;
+                k.check().map_err(|e| e.to_string())?;
+                let l0 = k.launches();
+                let t = Instant::now();
+                for chunk in timed.chunks(batch) {
+                    w3::infer_graph_with(&mut g, Some(&mut exec), &store, &m, vf, chunk)?;
+                }
+                k.check().map_err(|e| e.to_string())?;
+                let secs = t.elapsed().as_secs_f64();
+                let ms = 1e3 * secs / timed.len() as f64;
+                let calls = (k.launches() - l0) / timed.len().div_ceil(batch) as u64;
+                let flops: f64 = timed.iter().map(|t| w3::infer_flops(t, hidden)).sum();
+                println!(
+                    "{form:>10} {hidden:>6} {batch:>6} {ms:>10.3} {calls:>9}   {}",
+                    top_launches(&exec)
+                );
+                report.add(
+                    "W3",
+                    "agenda",
+                    1,
+                    batch,
+                    "latency",
+                    ms,
+                    "ms/tree",
+                    peak,
+                    Some(flops / secs / 1e9),
+                    &format!(
+                        "{} random 128-leaf trees on {name}, {calls} launches per batch",
+                        timed.len()
+                    ),
+                );
+                let variant = match vf {
+                    None => format!("state {hidden}"),
+                    Some(_) => format!("state {hidden}, vertex"),
+                };
+                report.set_variant(&variant);
+                report.set_device(name);
             }
-            k.check().map_err(|e| e.to_string())?;
-            let secs = t.elapsed().as_secs_f64();
-            let ms = 1e3 * secs / timed.len() as f64;
-            let calls = (k.launches() - l0) / timed.len().div_ceil(batch) as u64;
-            let flops: f64 = timed.iter().map(|t| w3::infer_flops(t, hidden)).sum();
-            println!(
-                "{:>8} {hidden:>6} {batch:>6} {ms:>10.3} {calls:>9}   {}",
-                "agenda",
-                top_launches(&exec)
-            );
-            report.add(
-                "W3",
-                "agenda",
-                1,
-                batch,
-                "latency",
-                ms,
-                "ms/tree",
-                peak,
-                Some(flops / secs / 1e9),
-                &format!(
-                    "{} random 128-leaf trees on {name}, {calls} launches per batch",
-                    timed.len()
-                ),
-            );
-            report.set_variant(&format!("state {hidden}"));
-            report.set_device(name);
         }
     }
     Ok(())

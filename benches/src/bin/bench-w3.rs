@@ -13,7 +13,7 @@ use sheaf_benches::bound::{record_gemms, Products};
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
-use sheaf_benches::w3::{infer_flops, infer_graph, trees, Manual, Model};
+use sheaf_benches::w3::{infer_flops, infer_graph_with, trees, Manual, Model, VertexCells};
 use sheaf_sched::{Executor, Strategy};
 
 #[derive(Parser, Debug)]
@@ -51,40 +51,45 @@ struct Config {
     exec: Option<Option<Strategy>>,
     /// All trees one shape (else each its own: "full dynamic").
     same: bool,
+    /// The cells called as vertex functions (`w3::VertexCells`).
+    vertex: bool,
 }
 
 impl Config {
     fn shape(&self) -> &'static str {
-        if self.same {
-            "same"
-        } else {
-            "full"
+        match (self.same, self.vertex) {
+            (true, _) => "same",
+            (false, false) => "full",
+            (false, true) => "full+vf",
         }
     }
     fn notes(&self) -> &'static str {
-        if self.same {
-            "same shape"
-        } else {
-            "full dynamic"
+        match (self.same, self.vertex) {
+            (true, _) => "same shape",
+            (false, false) => "full dynamic",
+            (false, true) => "full dynamic, vertex",
         }
     }
 }
 
-const CONFIGS: [Config; 7] = [
+const CONFIGS: [Config; 9] = [
     Config {
         name: "manual",
         exec: None,
         same: true,
+        vertex: false,
     },
     Config {
         name: "depth",
         exec: Some(Some(Strategy::Depth)),
         same: true,
+        vertex: false,
     },
     Config {
         name: "agenda",
         exec: Some(Some(Strategy::Agenda)),
         same: true,
+        vertex: false,
     },
     // Not in Fold's table (its manual batching needs one shape), but the
     // level-batched baseline on random shapes that PyTorch peers report.
@@ -92,21 +97,38 @@ const CONFIGS: [Config; 7] = [
         name: "manual",
         exec: None,
         same: false,
+        vertex: false,
     },
     Config {
         name: "depth",
         exec: Some(Some(Strategy::Depth)),
         same: false,
+        vertex: false,
     },
     Config {
         name: "agenda",
         exec: Some(Some(Strategy::Agenda)),
         same: false,
+        vertex: false,
     },
     Config {
         name: "sequential",
         exec: Some(None),
         same: false,
+        vertex: false,
+    },
+    // The batched runs again, the cells as vertex functions (Cavs).
+    Config {
+        name: "depth",
+        exec: Some(Some(Strategy::Depth)),
+        same: false,
+        vertex: true,
+    },
+    Config {
+        name: "agenda",
+        exec: Some(Some(Strategy::Agenda)),
+        same: false,
+        vertex: true,
     },
 ];
 
@@ -144,10 +166,14 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
     let mut manual = Manual::new()?;
     let mut g = Graph::new();
     let mut exec = cfg.exec.flatten().map(Executor::new);
+    let cells = cfg.vertex.then(|| VertexCells::new(&model)).transpose()?;
     let mut run = |chunk: &[_]| -> Result<(), String> {
         match cfg.exec {
             None => manual.infer(&store, &model, chunk).map(drop),
-            Some(_) => infer_graph(&mut g, exec.as_mut(), &store, &model, chunk).map(drop),
+            Some(_) => {
+                infer_graph_with(&mut g, exec.as_mut(), &store, &model, cells.as_ref(), chunk)
+                    .map(drop)
+            }
         }
     };
     run(warm)?;

@@ -3,11 +3,14 @@
 //! gives under Depth, Agenda and Auto the loss and gradients of the same
 //! model inlined under Sequential; calls of one function batch (one kernel
 //! call per depth for Depth); dropout inside a function draws the same
-//! masks under every executor.
+//! masks under every executor; on a GPU (skipped without one), called
+//! cells under Depth and Agenda give the CPU's inlined loss and gradients.
+
+mod common;
 
 use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Result, Sequential, VertexFn};
 use sheaf_sched::{Executor, Strategy};
-use sheaf_tensor::{Shape, Tensor};
+use sheaf_tensor::{Device, Shape, Tensor};
 
 const V: usize = 7;
 const E: usize = 5;
@@ -292,4 +295,37 @@ fn dropout_inside_a_function_is_the_same_under_every_executor() {
         close(&format!("{strategy:?} loss"), &[got], &[want]);
         close(&format!("{strategy:?} gradient"), &grads[0], &want_grads[0]);
     }
+}
+
+#[test]
+fn called_cells_on_the_gpu_equal_the_cpu() {
+    let Some(gpu) = common::gpu() else { return };
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let fns = functions(m);
+    let trees = forest(&mut Lcg(17), 10);
+    let params = m.params();
+    let (want, want_grads) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    store.to_device(gpu).unwrap();
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        let mut exec = Executor::on(strategy, gpu).unwrap();
+        let (got, grads) = run(&mut store, &params, Some(&mut exec), |g| {
+            loss(g, &m, Some(&fns), &trees)
+        });
+        // The device's exp / tanh differ from the CPU's by a few ulp.
+        let near = |what: &str, a: &[f32], b: &[f32]| {
+            assert_eq!(a.len(), b.len(), "{what}");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-4 * (1.0 + x.abs().max(y.abs())),
+                    "{what}[{i}]: {x} (GPU) vs {y} (CPU)"
+                );
+            }
+        };
+        near(&format!("{strategy:?} loss"), &[got], &[want]);
+        for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
+            near(&format!("{strategy:?} gradient {k}"), a, b);
+        }
+    }
+    store.to_device(Device::Cpu).unwrap();
 }
