@@ -6,6 +6,7 @@
 
 pub mod bound;
 pub mod forest;
+pub mod host;
 pub mod measure;
 pub mod peak;
 pub mod plots;

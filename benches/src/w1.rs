@@ -50,7 +50,7 @@ pub fn train_flops(tree: &Tree) -> f64 {
 }
 
 /// The summed loss of `trees` added to `g` (the graph of one step).
-fn build_loss(
+pub fn build_loss(
     model: &TreeLstm,
     g: &mut Graph,
     trees: &[Tree],

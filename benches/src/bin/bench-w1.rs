@@ -9,12 +9,13 @@ use std::time::Instant;
 use clap::Parser;
 use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_benches::bound::{record_gemms, Products};
+use sheaf_benches::host::HostTime;
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w1::{
-    model, optimizer, strategies, train_flops, train_step, train_step_blocks, train_step_split,
-    train_steps_pipelined,
+    build_loss, model, optimizer, strategies, train_flops, train_step, train_step_blocks,
+    train_step_split, train_steps_pipelined,
 };
 use sheaf_benches::w1_hand::{self, HandTreeLstm};
 use sheaf_examples::sst::{read_trees, Tree, Vocab};
@@ -146,7 +147,7 @@ fn main() {
             let result = with_threads(threads, || {
                 time_run(vocab.len(), strategy, split, !args.no_pipeline, data)
             });
-            let (secs, products, stats) = match result {
+            let (secs, products, stats, host) = match result {
                 Ok(s) => s,
                 Err(e) => {
                     eprintln!("{name}: {e}");
@@ -197,6 +198,12 @@ fn main() {
             if split > 1 {
                 report.set_variant(&format!("split {split}"));
             }
+            if let Some(h) = host {
+                if args.stats {
+                    println!("  host: {}", h.describe("tree"));
+                }
+                h.record(&mut report, "W1", base, threads, BATCH, peak, "tree");
+            }
         }
     }
     let path = args.out.unwrap_or_else(default_results_path);
@@ -224,7 +231,7 @@ fn time_run(
     split: usize,
     pipelined: bool,
     (warm, warm_ids, timed, timed_ids): Split,
-) -> Result<(f64, Products, Option<String>), String> {
+) -> Result<(f64, Products, Option<String>, Option<HostTime>), String> {
     let mut store = ParamStore::new();
     let model = model(&mut store, vocab, 1).map_err(|e| e.to_string())?;
     let mut opt = optimizer();
@@ -254,8 +261,21 @@ fn time_run(
     let (run, products) = record_gemms(|| steps(&mut store, timed, timed_ids));
     let secs = start.elapsed().as_secs_f64();
     run?;
+    // Host work: the last step's graph built again alone (timed), and the
+    // executor's planning and bookkeeping of that step.
+    let host = match (&exec, timed.len()) {
+        (Some(e), n) if n > 0 => {
+            let last = (n - 1) / BATCH * BATCH;
+            let mut probe = Graph::new();
+            let t0 = Instant::now();
+            build_loss(&model, &mut probe, &timed[last..], &timed_ids[last..])?;
+            let built = t0.elapsed().as_secs_f64();
+            Some(HostTime::of_step(built, probe.len(), e.stats(), n - last))
+        }
+        _ => None,
+    };
     let stats = exec.map(|e| e.stats().to_string());
-    Ok((secs, products, stats))
+    Ok((secs, products, stats, host))
 }
 
 /// The first 128 trees warm up, the rest are timed.

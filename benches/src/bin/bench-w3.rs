@@ -10,10 +10,13 @@ use std::time::Instant;
 use clap::Parser;
 use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_benches::bound::{record_gemms, Products};
+use sheaf_benches::host::HostTime;
 use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
-use sheaf_benches::w3::{infer_flops, infer_graph_with, trees, Manual, Model, VertexCells};
+use sheaf_benches::w3::{
+    build_tree, build_tree_vertex, infer_flops, infer_graph_with, trees, Manual, Model, VertexCells,
+};
 use sheaf_sched::{Executor, Strategy};
 
 #[derive(Parser, Debug)]
@@ -142,6 +145,8 @@ struct Row {
     /// The products of the timed batches.
     products: Products,
     stats: Option<String>,
+    /// Host work per tree of the last batch (batched runs).
+    host: Option<HostTime>,
 }
 
 /// Batches to time: enough trees for a stable median, few with `--quick`.
@@ -188,6 +193,28 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
     }
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+    // Host work: the last batch's graph built again alone (timed), and the
+    // executor's planning and bookkeeping of that batch.
+    let host = match (&exec, all.chunks(batch).last()) {
+        (Some(e), Some(chunk)) => {
+            let mut probe = Graph::new();
+            let t0 = Instant::now();
+            for t in chunk {
+                match &cells {
+                    None => build_tree(&mut probe, &model, t),
+                    Some(c) => build_tree_vertex(&mut probe, &model, c, t),
+                }?;
+            }
+            let built = t0.elapsed().as_secs_f64();
+            Some(HostTime::of_step(
+                built,
+                probe.len(),
+                e.stats(),
+                chunk.len(),
+            ))
+        }
+        _ => None,
+    };
     Ok(Row {
         cfg,
         batch,
@@ -195,6 +222,7 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
         trees: timed * batch,
         products,
         stats: exec.map(|e| e.stats().to_string()),
+        host,
     })
 }
 
@@ -277,6 +305,9 @@ fn run(args: Args) -> Result<(), String> {
                 if let (true, Some(stats)) = (args.stats, &r.stats) {
                     println!("  last batch: {stats}");
                 }
+                if let (true, Some(h)) = (args.stats, &r.host) {
+                    println!("  host: {}", h.describe("tree"));
+                }
                 let notes = format!(
                     "{}, state {h}, {} timed trees (median batch), utilisation {:.3}{}",
                     r.cfg.notes(),
@@ -308,6 +339,17 @@ fn run(args: Args) -> Result<(), String> {
                 add(&mut report, "time_per_tree", 1e3 * r.secs, "ms/tree");
                 if let Some(b) = bound {
                     report.add_bound(1e3 * b);
+                }
+                if let Some(h) = &r.host {
+                    h.record(
+                        &mut report,
+                        "W3",
+                        r.cfg.name,
+                        threads,
+                        r.batch,
+                        peak,
+                        "tree",
+                    );
                 }
                 if let (Some(c), false) = (cost, r.cfg.exec.is_none() && r.cfg.same) {
                     add(&mut report, "cost_ratio", c, "ratio");

@@ -509,7 +509,10 @@ impl Executor {
             if let Some(w) = whole {
                 cx = cx.with_grad_block(w);
             }
-            op.backward(&mut cx).map_err(&err)?;
+            let t_op = Instant::now();
+            let ran = op.backward(&mut cx);
+            self.stats.op_calls += t_op.elapsed();
+            ran.map_err(&err)?;
             Ok(cx.touched_rows().to_vec())
         })();
         let touched = match ran {

@@ -480,6 +480,7 @@ impl Executor {
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
         {
             let _span = tracing::trace_span!("kernel").entered();
+            let t_op = Instant::now();
             op.forward(Forward {
                 backend: self.backend,
                 args: &args,
@@ -495,6 +496,7 @@ impl Executor {
                 block: block.as_ref(),
             })
             .map_err(&err)?;
+            self.stats.op_calls += t_op.elapsed();
         }
         if g.checks_finite() {
             if let Some((row, value)) = first_non_finite(&out) {

@@ -40,6 +40,11 @@ pub struct PlanStats {
     pub planning: Duration,
     /// Time spent running batches (gathers included).
     pub kernels: Duration,
+    /// Of `kernels`, the time inside the ops' batched forward and backward
+    /// calls (the arithmetic on the CPU; issuing the launches on a GPU).
+    /// The rest is the executor's bookkeeping: see
+    /// [`PlanStats::bookkeeping`].
+    pub op_calls: Duration,
     /// Device kernel launches (copies and cuBLAS calls included) of the
     /// step's forward and backward: what decides the speed of tree models
     /// on a GPU. 0 on the CPU, which launches nothing.
@@ -60,6 +65,14 @@ impl PlanStats {
     /// Mean nodes per kernel call.
     pub fn mean_batch(&self) -> f64 {
         self.nodes as f64 / self.batches.max(1) as f64
+    }
+
+    /// The executor's own host work while running batches: assembling
+    /// inputs, buffers from the arena, routing gradients (`kernels` less
+    /// `op_calls`). With planning and the model's graph building, the host
+    /// time that vertex functions cut.
+    pub fn bookkeeping(&self) -> Duration {
+        self.kernels.saturating_sub(self.op_calls)
     }
 
     /// Padded elements / all elements of the step's sequences (steps of one
@@ -92,6 +105,7 @@ impl PlanStats {
         self.arena_zeroed_bytes = self.arena_zeroed_bytes.max(o.arena_zeroed_bytes);
         self.planning += o.planning;
         self.kernels += o.kernels;
+        self.op_calls += o.op_calls;
         self.launches += o.launches;
         for (op, n) in &o.launches_per_op {
             *self.launches_per_op.entry(op).or_insert(0) += n;
@@ -149,8 +163,11 @@ impl fmt::Display for PlanStats {
         )?;
         writeln!(
             f,
-            "  time:   planning {:?}, kernels {:?}",
-            self.planning, self.kernels
+            "  time:   planning {:?}, kernels {:?} (in the ops {:?}, bookkeeping {:?})",
+            self.planning,
+            self.kernels,
+            self.op_calls,
+            self.bookkeeping()
         )?;
         if self.launches > 0 {
             writeln!(f, "  device: {} kernel launches", self.launches)?;
