@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use sheaf_autodiff::{Graph, ParamStore};
+use sheaf_autodiff::{Graph, ParamStore, Sequential};
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w1::{model, optimizer, train_flops, train_step};
 use sheaf_benches::w3;
@@ -253,6 +253,50 @@ fn w3_infer(
         let mut exec = Executor::on(Strategy::Agenda, device).map_err(|e| e.to_string())?;
         let mut g = Graph::new();
         let cells = w3::VertexCells::new(&m)?;
+        // Fold's speedup ratio needs one tree at a time, node by node, on
+        // the device: the sequential executor at batch 1.
+        let sequential = {
+            let seq = Sequential::on(device).map_err(|e| e.to_string())?;
+            let trees = w3::trees(if quick { 4 } else { 16 } + 1, false, 7);
+            let mut run = |t: &w3::RandomTree| -> Result<(), String> {
+                g.clear();
+                let root = w3::build_tree(&mut g, &m, t)?;
+                seq.forward(&mut g, &store, root)
+                    .map(drop)
+                    .map_err(|e| format!("W3 sequential: {e}"))
+            };
+            run(&trees[0])?;
+            k.check().map_err(|e| e.to_string())?;
+            let (l0, t0) = (k.launches(), Instant::now());
+            for t in &trees[1..] {
+                run(t)?;
+            }
+            k.check().map_err(|e| e.to_string())?;
+            let n = trees.len() - 1;
+            let ms = 1e3 * t0.elapsed().as_secs_f64() / n as f64;
+            let calls = (k.launches() - l0) / n as u64;
+            println!(
+                "{:>10} {hidden:>6} {:>6} {ms:>10.3} {calls:>9}",
+                "sequential", 1
+            );
+            report.add(
+                "W3",
+                "sequential",
+                1,
+                1,
+                "latency",
+                ms,
+                "ms/tree",
+                peak,
+                None,
+                &format!(
+                    "{n} random 128-leaf trees one at a time on {name}, {calls} launches per tree"
+                ),
+            );
+            report.set_variant(&format!("state {hidden}"));
+            report.set_device(name);
+            ms
+        };
         // Inlined cells, then the cells as vertex functions (fewer graph
         // nodes: less host time per tree).
         for (form, vf) in [("agenda", None), ("agenda+vf", Some(&cells))] {
@@ -295,6 +339,13 @@ fn w3_infer(
                         timed.len()
                     ),
                 );
+                if batch == 256 && vf.is_none() {
+                    println!(
+                        "{:>10} speedup ratio (sequential batch 1 / agenda batch 256): {:.1}",
+                        "",
+                        sequential / ms
+                    );
+                }
                 let variant = match vf {
                     None => format!("state {hidden}"),
                     Some(_) => format!("state {hidden}, vertex"),
