@@ -174,47 +174,20 @@ impl Model {
     }
 }
 
-/// Adds one tree to `g`; returns its root state `[2H]` (`[c | h]`).
-pub fn build_tree(g: &mut Graph, m: &Model, tree: &RandomTree) -> Result<Expr, String> {
-    let err = |e: sheaf_autodiff::GraphError| format!("building a W3 tree: {e}");
-    let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
-    let mut hs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
-    for (pos, node) in tree.nodes.iter().enumerate() {
-        let state = match *node {
-            TreeNode::Leaf { word } => {
-                let (emb, wl, bl) = (g.param(&m.emb), g.param(&m.w_leaf), g.param(&m.b_leaf));
-                let x = g.lookup(emb, word).map_err(err)?;
-                let gates = g.affine(bl, &[(wl, x)]).map_err(err)?;
-                g.tree_lstm_leaf(gates).map_err(err)?
-            }
-            TreeNode::Inner { left, right } => {
-                let child = |c: u32| {
-                    let c = c as usize;
-                    match (states.get(c), hs.get(c)) {
-                        (Some(&s), Some(&h)) if c < pos => Ok((s, h)),
-                        _ => Err(format!("node {pos}: child {c} does not precede it")),
-                    }
-                };
-                let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
-                let hh = g.concat(&[hl, hr]).map_err(err)?;
-                let (u, bi) = (g.param(&m.u), g.param(&m.b_int));
-                let gates = g.affine(bi, &[(u, hh)]).map_err(err)?;
-                g.tree_lstm_node(gates, sl, sr).map_err(err)?
-            }
-        };
-        // Only a parent reads `h`; the root's is never asked for.
-        let h = if pos + 1 < tree.nodes.len() {
-            g.cell_h(state).map_err(err)?
-        } else {
-            state
-        };
-        states.push(state);
-        hs.push(h);
-    }
-    states
-        .last()
-        .copied()
-        .ok_or_else(|| "a W3 tree has no nodes".to_string())
+/// The leaf cell on the word vector `x`: `[2H]` state.
+fn leaf_cell(g: &mut Graph, m: &Model, x: Expr) -> sheaf_autodiff::Result<Expr> {
+    let (wl, bl) = (g.param(&m.w_leaf), g.param(&m.b_leaf));
+    let gates = g.affine(bl, &[(wl, x)])?;
+    g.tree_lstm_leaf(gates)
+}
+
+/// The binary cell on the children's states and `h`: `[2H]` state.
+fn node_cell(g: &mut Graph, m: &Model, c: [Expr; 4]) -> sheaf_autodiff::Result<Expr> {
+    let [sl, sr, hl, hr] = c;
+    let hh = g.concat(&[hl, hr])?;
+    let (u, bi) = (g.param(&m.u), g.param(&m.b_int));
+    let gates = g.affine(bi, &[(u, hh)])?;
+    g.tree_lstm_node(gates, sl, sr)
 }
 
 /// The cells of [`build_tree`] as vertex functions (Cavs): a leaf is the
@@ -229,46 +202,50 @@ pub struct VertexCells {
 }
 
 impl VertexCells {
-    /// Traces both functions once over `m`'s parameters.
+    /// Traces both cells once over `m`'s parameters.
     pub fn new(m: &Model) -> Result<VertexCells, String> {
         let h = m.hidden;
         let m = *m;
         let err = |e: sheaf_autodiff::GraphError| format!("tracing a W3 vertex function: {e}");
         let leaf = VertexFn::trace("w3_leaf", &[Shape::from([h])], move |g, a| {
-            let (wl, bl) = (g.param(&m.w_leaf), g.param(&m.b_leaf));
-            let gates = g.affine(bl, &[(wl, a[0])])?;
-            Ok(vec![g.tree_lstm_leaf(gates)?])
+            Ok(vec![leaf_cell(g, &m, a[0])?])
         })
         .map_err(err)?;
         let (s, hs) = (Shape::from([2 * h]), Shape::from([h]));
         let node = VertexFn::trace("w3_node", &[s, s, hs, hs], move |g, a| {
-            let hh = g.concat(&[a[2], a[3]])?;
-            let (u, bi) = (g.param(&m.u), g.param(&m.b_int));
-            let gates = g.affine(bi, &[(u, hh)])?;
-            Ok(vec![g.tree_lstm_node(gates, a[0], a[1])?])
+            Ok(vec![node_cell(g, &m, [a[0], a[1], a[2], a[3]])?])
         })
         .map_err(err)?;
         Ok(VertexCells { leaf, node })
     }
 }
 
-/// [`build_tree`] with the cells called as vertex functions: the same
-/// values, fewer graph nodes.
-pub fn build_tree_vertex(
+/// Adds one tree to `g`; returns its root state `[2H]` (`[c | h]`).
+pub fn build_tree(g: &mut Graph, m: &Model, tree: &RandomTree) -> Result<Expr, String> {
+    build_tree_with(g, m, None, tree)
+}
+
+/// [`build_tree`] with the cells inlined (`cells` None) or called as
+/// vertex functions: the same values, fewer graph nodes.
+pub fn build_tree_with(
     g: &mut Graph,
     m: &Model,
-    cells: &VertexCells,
+    cells: Option<&VertexCells>,
     tree: &RandomTree,
 ) -> Result<Expr, String> {
     let err = |e: sheaf_autodiff::GraphError| format!("building a W3 tree: {e}");
     let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
     let mut hs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
     for (pos, node) in tree.nodes.iter().enumerate() {
-        let out = match *node {
+        let state = match *node {
             TreeNode::Leaf { word } => {
                 let emb = g.param(&m.emb);
                 let x = g.lookup(emb, word).map_err(err)?;
-                g.call(&cells.leaf, &[x]).map_err(err)?
+                match cells {
+                    None => leaf_cell(g, m, x),
+                    Some(c) => g.call(&c.leaf, &[x]).map(|o| o[0]),
+                }
+                .map_err(err)?
             }
             TreeNode::Inner { left, right } => {
                 let child = |c: u32| {
@@ -279,10 +256,14 @@ pub fn build_tree_vertex(
                     }
                 };
                 let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
-                g.call(&cells.node, &[sl, sr, hl, hr]).map_err(err)?
+                match cells {
+                    None => node_cell(g, m, [sl, sr, hl, hr]),
+                    Some(c) => g.call(&c.node, &[sl, sr, hl, hr]).map(|o| o[0]),
+                }
+                .map_err(err)?
             }
         };
-        let state = out[0];
+        // Only a parent reads `h`; the root's is never asked for.
         let h = if pos + 1 < tree.nodes.len() {
             g.cell_h(state).map_err(err)?
         } else {
@@ -322,10 +303,7 @@ pub fn infer_graph_with(
     g.clear();
     let roots = trees
         .iter()
-        .map(|t| match cells {
-            None => build_tree(g, m, t),
-            Some(c) => build_tree_vertex(g, m, c, t),
-        })
+        .map(|t| build_tree_with(g, m, cells, t))
         .collect::<Result<Vec<_>, _>>()?;
     // Forward computes every node up to the target: the last root is the
     // last node added.

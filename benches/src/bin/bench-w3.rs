@@ -15,7 +15,7 @@ use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w3::{
-    build_tree, build_tree_vertex, infer_flops, infer_graph_with, trees, Manual, Model, VertexCells,
+    build_tree_with, infer_flops, infer_graph_with, trees, Manual, Model, VertexCells,
 };
 use sheaf_sched::{Executor, Strategy};
 
@@ -200,10 +200,7 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
             let mut probe = Graph::new();
             let t0 = Instant::now();
             for t in chunk {
-                match &cells {
-                    None => build_tree(&mut probe, &model, t),
-                    Some(c) => build_tree_vertex(&mut probe, &model, c, t),
-                }?;
+                build_tree_with(&mut probe, &model, cells.as_ref(), t)?;
             }
             let built = t0.elapsed().as_secs_f64();
             Some(HostTime::of_step(

@@ -192,10 +192,14 @@ fn run(
 }
 
 fn close(what: &str, a: &[f32], b: &[f32]) {
+    close_within(what, a, b, 1e-5);
+}
+
+fn close_within(what: &str, a: &[f32], b: &[f32], tol: f32) {
     assert_eq!(a.len(), b.len(), "{what}");
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
         assert!(
-            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
+            (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs())),
             "{what}[{i}]: {x} vs {y}"
         );
     }
@@ -313,15 +317,7 @@ fn called_cells_on_the_gpu_equal_the_cpu() {
             loss(g, &m, Some(&fns), &trees)
         });
         // The device's exp / tanh differ from the CPU's by a few ulp.
-        let near = |what: &str, a: &[f32], b: &[f32]| {
-            assert_eq!(a.len(), b.len(), "{what}");
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert!(
-                    (x - y).abs() <= 1e-4 * (1.0 + x.abs().max(y.abs())),
-                    "{what}[{i}]: {x} (GPU) vs {y} (CPU)"
-                );
-            }
-        };
+        let near = |what: &str, a: &[f32], b: &[f32]| close_within(what, a, b, 1e-4);
         near(&format!("{strategy:?} loss"), &[got], &[want]);
         for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
             near(&format!("{strategy:?} gradient {k}"), a, b);

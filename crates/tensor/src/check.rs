@@ -214,12 +214,44 @@ pub(crate) fn copy_rows_at(
     Ok(src.row_len_unchecked())
 }
 
+/// `gather_rows_from`'s arguments (see [`rows_of_many`]).
+pub(crate) fn gather_rows_from(
+    srcs: &[&crate::Tensor],
+    from: &[(u32, u32)],
+    dst: Shape,
+    dst_rows: &[u32],
+) -> Result<usize> {
+    let shapes: Vec<Shape> = srcs.iter().map(|t| t.shape()).collect();
+    let args = ["srcs", "dst"];
+    rows_of_many("gather_rows_from", args, &shapes, from, dst, dst_rows, true)
+}
+
+/// `scatter_add_rows_to`'s arguments (see [`rows_of_many`]).
+pub(crate) fn scatter_add_rows_to(
+    src: Shape,
+    src_rows: &[u32],
+    dsts: &[crate::TensorMut<'_>],
+    to: &[(u32, u32)],
+) -> Result<usize> {
+    let shapes: Vec<Shape> = dsts.iter().map(|t| t.shape()).collect();
+    let args = ["dsts", "src"];
+    rows_of_many(
+        "scatter_add_rows_to",
+        args,
+        &shapes,
+        to,
+        src,
+        src_rows,
+        false,
+    )
+}
+
 /// Rows `(s, r)` of several tensors `many` moved to or from rows `rows` of
 /// one tensor `one` (`gather_rows_from`, `scatter_add_rows_to`): equal row
 /// shapes, equal counts, every index in range; with `distinct`, no row of
 /// `one` twice (each written once, so the order of writes cannot matter).
 /// Returns the row length.
-pub(crate) fn rows_of_many(
+fn rows_of_many(
     op: &'static str,
     [many_arg, one_arg]: [&'static str; 2],
     many: &[Shape],
@@ -266,9 +298,12 @@ pub(crate) fn rows_of_many(
         return Err(out_of_range("rows", r as usize, one.rows()));
     }
     if distinct {
-        let mut seen = vec![false; one.rows()];
+        let mut seen = vec![0u64; one.rows().div_ceil(64)];
         for &r in rows {
-            if std::mem::replace(&mut seen[r as usize], true) {
+            let (word, bit) = (r as usize / 64, 1u64 << (r % 64));
+            let before = seen[word];
+            seen[word] |= bit;
+            if before & bit != 0 {
                 return Err(TensorError::InvalidArgument {
                     op,
                     arg: "rows",

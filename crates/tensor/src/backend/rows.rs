@@ -70,16 +70,7 @@ pub trait RowOps {
         mut dst: TensorMut<'_>,
         dst_rows: &[u32],
     ) -> Result<()> {
-        let shapes: Vec<_> = srcs.iter().map(|t| t.shape()).collect();
-        crate::check::rows_of_many(
-            "gather_rows_from",
-            ["srcs", "dst"],
-            &shapes,
-            from,
-            dst.shape(),
-            dst_rows,
-            true,
-        )?;
+        crate::check::gather_rows_from(srcs, from, dst.shape(), dst_rows)?;
         for (t, (there, here)) in by_tensor(srcs.len(), from, dst_rows) {
             self.copy_rows_at(srcs[t], &there, dst.reborrow(), &here, false)?;
         }
@@ -99,16 +90,7 @@ pub trait RowOps {
         dsts: &mut [TensorMut<'_>],
         to: &[(u32, u32)],
     ) -> Result<()> {
-        let shapes: Vec<_> = dsts.iter().map(|t| t.shape()).collect();
-        crate::check::rows_of_many(
-            "scatter_add_rows_to",
-            ["dsts", "src"],
-            &shapes,
-            to,
-            src.shape(),
-            src_rows,
-            false,
-        )?;
+        crate::check::scatter_add_rows_to(src.shape(), src_rows, dsts, to)?;
         for (t, (there, here)) in by_tensor(dsts.len(), to, src_rows) {
             self.copy_rows_at(src, &here, dsts[t].reborrow(), &there, true)?;
         }

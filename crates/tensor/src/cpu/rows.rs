@@ -62,16 +62,7 @@ impl RowOps for CpuBackend {
         dst_rows: &[u32],
     ) -> Result<()> {
         const OP: &str = "gather_rows_from";
-        let shapes: Vec<_> = srcs.iter().map(|t| t.shape()).collect();
-        let cols = check::rows_of_many(
-            OP,
-            ["srcs", "dst"],
-            &shapes,
-            from,
-            dst.shape(),
-            dst_rows,
-            true,
-        )?;
+        let cols = check::gather_rows_from(srcs, from, dst.shape(), dst_rows)?;
         let slices = srcs
             .iter()
             .map(|t| f32_in(OP, "srcs", t))
@@ -93,16 +84,7 @@ impl RowOps for CpuBackend {
         to: &[(u32, u32)],
     ) -> Result<()> {
         const OP: &str = "scatter_add_rows_to";
-        let shapes: Vec<_> = dsts.iter().map(|t| t.shape()).collect();
-        let cols = check::rows_of_many(
-            OP,
-            ["dsts", "src"],
-            &shapes,
-            to,
-            src.shape(),
-            src_rows,
-            false,
-        )?;
+        let cols = check::scatter_add_rows_to(src.shape(), src_rows, dsts, to)?;
         let src = f32_in(OP, "src", src)?;
         let mut slices = dsts
             .iter_mut()

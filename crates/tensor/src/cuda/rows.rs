@@ -141,16 +141,7 @@ impl RowOps for CudaBackend {
         dst_rows: &[u32],
     ) -> Result<()> {
         const OP: &str = "gather_rows_from";
-        let shapes: Vec<_> = srcs.iter().map(|t| t.shape()).collect();
-        let cols = check::rows_of_many(
-            OP,
-            ["srcs", "dst"],
-            &shapes,
-            from,
-            dst.shape(),
-            dst_rows,
-            true,
-        )?;
+        let cols = check::gather_rows_from(srcs, from, dst.shape(), dst_rows)?;
         let views = srcs
             .iter()
             .map(|t| self.f32_in(OP, "srcs", t))
@@ -172,16 +163,7 @@ impl RowOps for CudaBackend {
         to: &[(u32, u32)],
     ) -> Result<()> {
         const OP: &str = "scatter_add_rows_to";
-        let shapes: Vec<_> = dsts.iter().map(|t| t.shape()).collect();
-        let cols = check::rows_of_many(
-            OP,
-            ["dsts", "src"],
-            &shapes,
-            to,
-            src.shape(),
-            src_rows,
-            false,
-        )?;
+        let cols = check::scatter_add_rows_to(src.shape(), src_rows, dsts, to)?;
         if cols == 0 {
             // Nothing moves; the dtypes and devices are still checked.
             self.f32_in(OP, "src", src)?;
