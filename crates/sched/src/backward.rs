@@ -105,7 +105,11 @@ impl Executor {
         }
         self.grads.resize(self.buffers.len(), None);
         let err = batch_err(g.op_name(loss_id), std::slice::from_ref(&loss_id));
-        let Some(home) = self.homes[loss_id.index()] else {
+        let home = match g.node(loss_id).kind() {
+            NodeKind::Op => self.homes[loss_id.index()],
+            _ => None,
+        };
+        let Some(home) = home else {
             // A leaf as the loss: nothing to propagate.
             let one = Tensor::full_f32(1.0, shape, self.device()).map_err(&err)?;
             g.set_grad(loss_id, one);

@@ -21,7 +21,8 @@ use crate::error::{Result, SchedError};
 use crate::plan::{Batch, Plan, Planner, Strategy};
 use crate::stats::PlanStats;
 
-/// Where a node's value lives: row `row` of batch output buffer `buffer`.
+/// Where a node's value lives: row `row` of batch output buffer `buffer`
+/// (or of leaf buffer `buffer & !LEAF`, for an input: see `leaves.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Home {
     pub(crate) buffer: u32,
@@ -67,6 +68,9 @@ pub struct Executor {
     pub(crate) homes: Vec<Option<Home>>,
     /// One output buffer per batch, in run order.
     pub(crate) buffers: Vec<Tensor>,
+    /// The forwards' inputs stacked by shape (see `leaves.rs`); homes in
+    /// them carry the `LEAF` bit.
+    pub(crate) leaf_buffers: Vec<Tensor>,
     pub(crate) aux_buffers: Vec<Option<Tensor>>,
     pub(crate) records: Vec<Record>,
     /// Gradient of each batch's outputs, allocated when one first arrives.
@@ -127,6 +131,7 @@ impl Executor {
             plans: Vec::new(),
             homes: Vec::new(),
             buffers: Vec::new(),
+            leaf_buffers: Vec::new(),
             aux_buffers: Vec::new(),
             records: Vec::new(),
             grads: Vec::new(),
@@ -249,6 +254,9 @@ impl Executor {
         for t in self.buffers.drain(..) {
             self.arena.recycle(t);
         }
+        for t in self.leaf_buffers.drain(..) {
+            self.arena.recycle(t);
+        }
         self.arena.end_step();
         self.stats = PlanStats::default();
     }
@@ -285,31 +293,21 @@ impl Executor {
             self.homes.resize(g.len(), None);
             for i in start..end {
                 let n = NodeId::from_index(i);
-                match g.node(n).kind() {
-                    NodeKind::Input(k) => {
-                        if let Some(v) = g.input_value(k) {
-                            let v = v
-                                .to_device(self.device())
-                                .map_err(batch_err("input", &[n]))?;
-                            g.set_value(n, v);
-                        }
+                if let NodeKind::Param(p) = g.node(n).kind() {
+                    let v = store.value_of(p)?.clone();
+                    if v.device() != self.device() {
+                        return Err(sheaf_autodiff::GraphError::Params(format!(
+                            "parameter {:?} is on {}, the executor on {}: move the store with ParamStore::to_device",
+                            store.name(p)?,
+                            v.device(),
+                            self.device()
+                        ))
+                        .into());
                     }
-                    NodeKind::Param(p) => {
-                        let v = store.value_of(p)?.clone();
-                        if v.device() != self.device() {
-                            return Err(sheaf_autodiff::GraphError::Params(format!(
-                                "parameter {:?} is on {}, the executor on {}: move the store with ParamStore::to_device",
-                                store.name(p)?,
-                                v.device(),
-                                self.device()
-                            ))
-                            .into());
-                        }
-                        g.set_value(n, v);
-                    }
-                    NodeKind::Op => {}
+                    g.set_value(n, v);
                 }
             }
+            self.place_inputs(g, start, end)?;
             let t0 = Instant::now();
             let _span = tracing::debug_span!("plan", strategy = self.active.name()).entered();
             let cached = if start == 0 {
@@ -372,7 +370,7 @@ impl Executor {
                 .iter()
                 .all(|a| self.homes[a.index()].is_some_and(|h| h.buffer == h0.buffer));
             if same_buffer {
-                let src = &self.buffers[h0.buffer as usize];
+                let src = self.buffer_of(h0.buffer).clone();
                 let in_order = args.iter().enumerate().all(|(i, a)| {
                     self.homes[a.index()].is_some_and(|h| h.row == h0.row + i as u32)
                 });
@@ -391,7 +389,7 @@ impl Executor {
                     .collect();
                 let idx = Tensor::from_vec(idx, [b])?.to_device(self.device())?;
                 let mut out = self.arena.overwritten(src.shape().with_rows(b))?;
-                self.backend.gather_rows(src, &idx, out.view_mut()?)?;
+                self.backend.gather_rows(&src, &idx, out.view_mut()?)?;
                 self.note_gather(op, b * row_bytes);
                 let source = Source::Gather {
                     buffer: h0.buffer,

@@ -32,6 +32,7 @@ mod data_parallel;
 mod dot;
 mod error;
 mod exec;
+mod leaves;
 mod pipeline;
 mod plan;
 mod rows;

@@ -36,7 +36,7 @@ impl Executor {
             let pair = match self.homes[a.index()] {
                 Some(h) => {
                     let k = *of_buffer.entry(h.buffer).or_insert_with(|| {
-                        srcs.push(self.buffers[h.buffer as usize].clone());
+                        srcs.push(self.buffer_of(h.buffer).clone());
                         srcs.len() as u32 - 1
                     });
                     (k, h.row)
