@@ -10,11 +10,11 @@ use std::path::Path;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use sheaf_autodiff::{Adam, Expr, Optimizer, ParamStore};
+use sheaf_autodiff::{Adam, Expr, Graph, Optimizer, ParamStore};
 use sheaf_blocks::{Block, Compiled, Loss};
 use sheaf_examples::molecules::{read_molecules, Featurizer, Molecule, PAIR_FEATURES};
-use sheaf_examples::weave::Weave;
-use sheaf_sched::Strategy;
+use sheaf_examples::weave::{Weave, WeaveVertex};
+use sheaf_sched::{Executor, Strategy};
 
 /// Hidden size of the weave modules.
 pub const HIDDEN: usize = 50;
@@ -68,6 +68,62 @@ pub fn model(
     Ok(Compiled::new(block)
         .map_err(|e| e.to_string())?
         .with_strategy(strategy))
+}
+
+/// W5's model written with vertex functions ([`WeaveVertex`]), with the
+/// graph and executor it trains in.
+pub struct VertexModel {
+    fns: WeaveVertex,
+    graph: Graph,
+    exec: Executor,
+}
+
+impl VertexModel {
+    /// The plan statistics of the last update.
+    pub fn stats(&self) -> &sheaf_sched::PlanStats {
+        self.exec.stats()
+    }
+}
+
+/// The model with vertex functions, with the same parameter values as
+/// [`model`] for the same seed.
+pub fn vertex_model(
+    store: &mut ParamStore,
+    atom_in: usize,
+    strategy: Strategy,
+    seed: u64,
+) -> Result<VertexModel, String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let weave = Weave::new(store, atom_in, HIDDEN, &mut rng).map_err(|e| e.to_string())?;
+    Ok(VertexModel {
+        fns: weave.vertex_functions().map_err(|e| e.to_string())?,
+        graph: Graph::new(),
+        exec: Executor::new(strategy),
+    })
+}
+
+/// [`train_step`] for the vertex form: the batch's mean squared error
+/// built with the vertex functions, forward, backward, the Adam step.
+pub fn train_step_vertex(
+    m: &mut VertexModel,
+    store: &mut ParamStore,
+    opt: &mut Optimizer,
+    batch: &[Molecule],
+) -> Result<f32, String> {
+    let g = &mut m.graph;
+    g.clear();
+    let err = |e: sheaf_autodiff::GraphError| e.to_string();
+    let losses = batch
+        .iter()
+        .map(|mol| m.fns.build(g, mol).map(|(_, loss)| loss))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let total = g.sum(&losses).map_err(err)?;
+    let mean = g.scale(total, 1.0 / batch.len() as f32).map_err(err)?;
+    let loss = m.exec.forward(g, store, mean).map_err(|e| e.to_string())?;
+    m.exec.backward(g, store, mean).map_err(|e| e.to_string())?;
+    opt.step(store).map_err(|e| e.to_string())?;
+    loss.item::<f32>().map_err(|e| e.to_string())
 }
 
 /// Adam with lr 1e-3, as W5 prescribes.

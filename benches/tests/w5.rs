@@ -2,7 +2,9 @@
 //! and the useful-FLOP count matches a hand count.
 
 use sheaf_autodiff::ParamStore;
-use sheaf_benches::w5::{model, optimizer, strategies, train_flops, train_step, HIDDEN};
+use sheaf_benches::w5::{
+    model, optimizer, strategies, train_flops, train_step, train_step_vertex, vertex_model, HIDDEN,
+};
 use sheaf_examples::molecules::{Molecule, PAIR_FEATURES};
 
 /// A molecule of `n` atoms with `a` features each, all features 0.5.
@@ -41,6 +43,28 @@ fn strategies_give_the_same_losses() {
     }
     // The second update saw the first one's Adam step.
     assert!(losses[0][0] != losses[0][1]);
+}
+
+#[test]
+fn vertex_functions_train_like_the_blocks() {
+    let a = 6;
+    let data: Vec<Molecule> = (1..=5).map(|n| molecule(n, a, n as f32 * 0.3)).collect();
+    for (name, strategy) in strategies() {
+        let mut store = ParamStore::new();
+        let mut c = model(&mut store, a, strategy, 3).expect("model");
+        let mut opt = optimizer();
+        let mut vstore = ParamStore::new();
+        let mut v = vertex_model(&mut vstore, a, strategy, 3).expect("vertex model");
+        let mut vopt = optimizer();
+        for step in 0..3 {
+            let want = train_step(&mut c, &mut store, &mut opt, &data).expect(name);
+            let got = train_step_vertex(&mut v, &mut vstore, &mut vopt, &data).expect(name);
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "{name} update {step}: {got} vs {want}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -11,13 +11,21 @@
 //! `p'_ij = relu(W [A→P; P→P])`. The second module's pair update is not
 //! built: only atoms are read after it. The molecule's prediction is a
 //! linear head on the sum of its atom states; the loss is squared error.
+//!
+//! [`Weave::vertex_functions`] writes the same model with vertex functions
+//! ([`WeaveVertex`]): per ordered pair two calls (module 1's `P→A` term,
+//! and everything from the pair to module 2's `P→A` term: the pair update
+//! reads only the input atoms, so it and the term it feeds are one static
+//! function of `(a_i, a_j, p_ij)`), per atom and module one call after
+//! the sum of its pair terms; ~8x fewer graph nodes (tested equal).
 
 use rand::Rng;
-use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore};
+use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore, VertexFn};
 use sheaf_blocks::{
     field, Activation, Block, BlockError, Composition, Concat, Function, Handle, Map, Record,
     Scalar, Sum, Tensor, ZipWith, FC,
 };
+use sheaf_tensor::Shape;
 
 use crate::molecules::{Molecule, PAIR_FEATURES};
 
@@ -284,6 +292,149 @@ impl Weave {
             atoms = next_atoms;
         }
         let pooled = g.sum(&atoms)?;
+        let (w, b) = self.head.params();
+        let (w, b) = (g.param(&w), g.param(&b));
+        let y = g.affine(b, &[(w, pooled)])?;
+        let t = input(g, &[m.target])?;
+        Ok((y, g.squared_distance(y, t)?))
+    }
+}
+
+/// The weave model as vertex functions ([`Weave::vertex_functions`]):
+/// each traced once, every pair and atom of a molecule one call.
+#[derive(Debug, Clone)]
+pub struct WeaveVertex {
+    hidden: usize,
+    /// Module 1's `P→A` term of one pair: `relu(W p_ij)`.
+    pair_to_atom: VertexFn,
+    /// Module 2's `P→A` term of one pair from `(a_i, a_j, p_ij)`: module
+    /// 1's pair update (`A→P`, `P→P`, `P`), then module 2's `P→A` layer.
+    pair_update: VertexFn,
+    /// Module 1's atom update from `(a_i, Σ_j P→A)`.
+    atom1: VertexFn,
+    /// Module 2's atom update from `(a'_i, Σ_j P→A)`.
+    atom2: VertexFn,
+    head: FC,
+    atom_in: usize,
+}
+
+/// `relu(W_a [relu(W_aa a); pa])`: one module's atom update.
+fn atom_update(m: &Module, g: &mut Graph, a: Expr, pa: Expr) -> Result<Vec<Expr>, GraphError> {
+    let aa = m.aa.apply(g, a)?;
+    let both = g.concat(&[aa, pa])?;
+    Ok(vec![m.a.apply(g, both)?])
+}
+
+impl Weave {
+    /// The model's vertex functions (traced here, once).
+    pub fn vertex_functions(&self) -> Result<WeaveVertex, GraphError> {
+        let [m1, m2] = &self.modules;
+        let d = self.head.params().0.shape().dims()[1];
+        let (a_in, p_in) = (Shape::from([self.atom_in]), Shape::from([PAIR_FEATURES]));
+        let h = Shape::from([d]);
+        let pa = m1.pa.clone();
+        let pair_to_atom = VertexFn::trace("weave P->A", &[p_in], move |g, x| {
+            Ok(vec![pa.apply(g, x[0])?])
+        })?;
+        let (one, two) = (m1.clone(), m2.clone());
+        let pair_update = VertexFn::trace("weave pair", &[a_in, a_in, p_in], move |g, x| {
+            let (ai, aj, p) = (x[0], x[1], x[2]);
+            let ij = g.concat(&[ai, aj])?;
+            let ji = g.concat(&[aj, ai])?;
+            let (u, v) = (one.ap.apply(g, ij)?, one.ap.apply(g, ji)?);
+            let ap = g.add(u, v)?;
+            let pp = one.pp.apply(g, p)?;
+            let both = g.concat(&[ap, pp])?;
+            let p_next = one.p.apply(g, both)?;
+            Ok(vec![two.pa.apply(g, p_next)?])
+        })?;
+        let one = m1.clone();
+        let atom1 = VertexFn::trace("weave atom 1", &[a_in, h], move |g, x| {
+            atom_update(&one, g, x[0], x[1])
+        })?;
+        let two = m2.clone();
+        let atom2 = VertexFn::trace("weave atom 2", &[h, h], move |g, x| {
+            atom_update(&two, g, x[0], x[1])
+        })?;
+        Ok(WeaveVertex {
+            hidden: d,
+            pair_to_atom,
+            pair_update,
+            atom1,
+            atom2,
+            head: self.head.clone(),
+            atom_in: self.atom_in,
+        })
+    }
+}
+
+impl WeaveVertex {
+    /// The prediction `[1]` and the squared error `[1]` of `m`, equal to
+    /// [`Weave::direct`]'s.
+    pub fn build(&self, g: &mut Graph, m: &Molecule) -> Result<(Expr, Expr), GraphError> {
+        let input = |g: &mut Graph, v: &[f32]| -> Result<Expr, GraphError> {
+            let t =
+                sheaf_tensor::Tensor::from_slice(v, [v.len()]).map_err(|e| GraphError::Tensor {
+                    context: "molecule features".into(),
+                    source: Box::new(e),
+                })?;
+            Ok(g.input(t))
+        };
+        let one = |g: &mut Graph, f: &VertexFn, args: &[Expr]| -> Result<Expr, GraphError> {
+            Ok(g.call(f, args)?[0])
+        };
+        // One tensor for all atoms and one for all pairs, each input a row
+        // view of it: no allocation per input.
+        let rows = |g: &mut Graph, flat: Vec<f32>, len: usize| -> Result<Vec<Expr>, GraphError> {
+            let n = flat.len() / len.max(1);
+            let err = |e| GraphError::Tensor {
+                context: "molecule features".into(),
+                source: Box::new(e),
+            };
+            let all = sheaf_tensor::Tensor::from_vec(flat, [n, len]).map_err(err)?;
+            (0..n)
+                .map(|i| {
+                    let row = all.rows(i..i + 1).map_err(err)?;
+                    Ok(g.input(row.reshape([len]).map_err(err)?))
+                })
+                .collect()
+        };
+        let atoms = rows(g, m.atoms.concat(), self.atom_in)?;
+        let pair_inputs = rows(g, m.pairs.concat().concat(), PAIR_FEATURES)?;
+        let mut pair_inputs = pair_inputs.into_iter();
+        let n = atoms.len();
+        let mut terms1 = Vec::with_capacity(n);
+        let mut terms2 = Vec::with_capacity(n);
+        for (i, row) in m.pairs.iter().enumerate() {
+            let others = (0..n).filter(|&j| j != i);
+            let (mut t1, mut t2) = (Vec::with_capacity(row.len()), Vec::with_capacity(row.len()));
+            for (_, j) in row.iter().zip(others) {
+                let p = pair_inputs.next().ok_or_else(|| {
+                    GraphError::Params("weave: a molecule with fewer pair rows than pairs".into())
+                })?;
+                t1.push(one(g, &self.pair_to_atom, &[p])?);
+                t2.push(one(g, &self.pair_update, &[atoms[i], atoms[j], p])?);
+            }
+            terms1.push(t1);
+            terms2.push(t2);
+        }
+        // An atom without pairs gets a zero `P→A` term, as in `direct`.
+        let zeros = vec![0.0; self.hidden];
+        let sum = |g: &mut Graph, terms: &[Expr]| match terms {
+            [] => input(g, &zeros),
+            _ => g.sum(terms),
+        };
+        let mut next = Vec::with_capacity(n);
+        for (i, &a) in atoms.iter().enumerate() {
+            let pa = sum(g, &terms1[i])?;
+            next.push(one(g, &self.atom1, &[a, pa])?);
+        }
+        let mut last = Vec::with_capacity(n);
+        for (i, &a) in next.iter().enumerate() {
+            let pa = sum(g, &terms2[i])?;
+            last.push(one(g, &self.atom2, &[a, pa])?);
+        }
+        let pooled = g.sum(&last)?;
         let (w, b) = self.head.params();
         let (w, b) = (g.param(&w), g.param(&b));
         let y = g.affine(b, &[(w, pooled)])?;

@@ -102,3 +102,58 @@ fn blocks_equal_the_direct_model() {
         }
     }
 }
+
+#[test]
+fn vertex_functions_equal_the_direct_model() {
+    let raw = read_molecules(&default_path()).unwrap();
+    let f = Featurizer::fit(&raw);
+    let one_atom = raw.iter().position(|m| m.atoms.len() == 1).unwrap();
+    let picks = [0, 5, one_atom, 17, 40];
+    let data: Vec<_> = picks.iter().map(|&i| f.featurize(&raw[i])).collect();
+    let mut store = ParamStore::new();
+    let model = Weave::new(
+        &mut store,
+        f.atom_features(),
+        6,
+        &mut StdRng::seed_from_u64(9),
+    )
+    .unwrap();
+
+    let mut g = Graph::new();
+    let losses: Vec<_> = data
+        .iter()
+        .map(|m| model.direct(&mut g, m).unwrap().1)
+        .collect();
+    let total = g.sum(&losses).unwrap();
+    Sequential::new().backward(&mut g, &store, total).unwrap();
+    let want_loss = g.value(total).unwrap().to_vec::<f32>().unwrap()[0];
+    let want = take_grads(&mut store, &model.params());
+    let inline_nodes = g.len();
+
+    let fns = model.vertex_functions().unwrap();
+    for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
+        let mut g = Graph::new();
+        let losses: Vec<_> = data
+            .iter()
+            .map(|m| fns.build(&mut g, m).unwrap().1)
+            .collect();
+        let total = g.sum(&losses).unwrap();
+        assert!(
+            g.len() * 4 < inline_nodes,
+            "{} nodes with vertex functions, {inline_nodes} inline",
+            g.len()
+        );
+        let mut e = sheaf_sched::Executor::new(s);
+        e.forward(&mut g, &store, total).unwrap();
+        e.backward(&mut g, &store, total).unwrap();
+        let loss = g.value(total).unwrap().to_vec::<f32>().unwrap()[0];
+        close_to(1e-4, &[loss], &[want_loss], &format!("{s:?} loss"));
+        for (k, (a, b)) in take_grads(&mut store, &model.params())
+            .iter()
+            .zip(&want)
+            .enumerate()
+        {
+            close_to(1e-4, a, b, &format!("{s:?} gradient of parameter {k}"));
+        }
+    }
+}

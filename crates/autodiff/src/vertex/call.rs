@@ -43,7 +43,12 @@ mod pool {
             let n = shape.numel()?;
             let found = FREE.with(|f| {
                 let mut f = f.borrow_mut();
-                let i = f.iter().position(|t| t.capacity() >= n)?;
+                // The smallest that fits, so that a small request does not
+                // take the buffer a large one needs (which would then
+                // allocate, with fresh pages, every batch).
+                let i = (0..f.len())
+                    .filter(|&i| f[i].capacity() >= n)
+                    .min_by_key(|&i| f[i].capacity())?;
                 Some(f.swap_remove(i))
             });
             if let Some(t) = found {
