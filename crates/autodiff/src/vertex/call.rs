@@ -60,6 +60,14 @@ mod pool {
                     return Ok(t);
                 }
             }
+            // Rounded up (to 1/8 of the next power of two) so that the next
+            // batch, a little larger, still finds this buffer.
+            let class = n.max(16).div_ceil((n.next_power_of_two() / 8).max(16))
+                * (n.next_power_of_two() / 8).max(16);
+            let fresh = Tensor::zeros([class], DType::F32, device)?;
+            return fresh
+                .reuse(shape, DType::F32)
+                .map_err(|_| sheaf_tensor::TensorError::SizeOverflow { shape });
         }
         Tensor::zeros(shape, DType::F32, device)
     }
@@ -71,6 +79,13 @@ mod pool {
                 let mut f = f.borrow_mut();
                 if f.len() < KEEP {
                     f.push(t);
+                } else if let Some(i) = (0..f.len()).min_by_key(|&i| f[i].capacity()) {
+                    // Full: the smallest makes room for a larger one (sizes
+                    // grow and shrink with the batches; small ones left
+                    // behind would otherwise fill the pool for good).
+                    if f[i].capacity() < t.capacity() {
+                        f[i] = t;
+                    }
                 }
             });
         }
