@@ -127,6 +127,7 @@ impl GraphExec for Graph {
         if self.evaluated > 0 && self.ran_with.is_some_and(|s| s != stamp) {
             self.values.clear();
             self.aux.clear();
+            self.kept.clear();
             self.grads.clear();
             self.evaluated = 0;
             self.params_released = false;

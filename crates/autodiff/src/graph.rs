@@ -133,6 +133,8 @@ pub struct Graph {
     pub(crate) values: Slots,
     /// Auxiliary buffers saved by forward for backward.
     pub(crate) aux: Slots,
+    /// What forwards run one node at a time kept ([`crate::Keep`]), by node.
+    pub(crate) kept: FxHashMap<u32, Vec<Tensor>>,
     /// Gradients after the last backward.
     pub(crate) grads: Slots,
     /// Nodes `0..evaluated` have values (incremental forward).
@@ -215,6 +217,7 @@ impl Graph {
             param_nodes: FxHashMap::default(),
             values: Slots::default(),
             aux: Slots::default(),
+            kept: FxHashMap::default(),
             grads: Slots::default(),
             evaluated: 0,
             train: true,
@@ -243,6 +246,7 @@ impl Graph {
         self.param_nodes.clear();
         self.values.clear();
         self.aux.clear();
+        self.kept.clear();
         self.grads.clear();
         self.evaluated = 0;
         self.ran_with = None;

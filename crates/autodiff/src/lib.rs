@@ -168,7 +168,7 @@ pub use error::{GraphError, Result};
 pub use graph::{Graph, Node, NodeKind, PlanNode, SigInfo};
 pub use id::{Expr, NodeId, OpId, SigId};
 pub use init::Init;
-pub use op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
+pub use op::{ArgRole, Attr, Backward, Cost, Forward, Keep, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
 pub use vertex::VertexFn;

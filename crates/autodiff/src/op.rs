@@ -76,6 +76,58 @@ pub struct Forward<'a> {
     /// as `args[j]`): that block, which an op of many arguments may read
     /// whole, in one kernel instead of one per argument. `None` otherwise.
     pub block: Option<&'a Tensor>,
+    /// Tensors the forward keeps for its backward beside `aux` (see
+    /// [`Keep`]); only ops with [`Op::keeps`] above 0 use it.
+    pub keep: Keep<'a>,
+}
+
+/// Where a forward keeps tensors for its backward: buffers it computed
+/// into anyway (a vertex function's intermediate values), kept by the
+/// executor as they are instead of copied into the auxiliary buffer, and
+/// handed back in order as [`Backward::kept`]. Buffers come from the
+/// executor's memory ([`Keep::buffer`]), so a training loop reuses them.
+pub struct Keep<'a> {
+    alloc: &'a mut dyn FnMut(Shape) -> sheaf_tensor::Result<Tensor>,
+    kept: &'a mut Vec<Tensor>,
+}
+
+impl<'a> Keep<'a> {
+    /// For executors: buffers come from `alloc`, kept tensors go to `kept`.
+    pub fn new(
+        alloc: &'a mut dyn FnMut(Shape) -> sheaf_tensor::Result<Tensor>,
+        kept: &'a mut Vec<Tensor>,
+    ) -> Self {
+        Keep { alloc, kept }
+    }
+
+    /// A buffer of `shape` (contents unspecified) from the executor.
+    pub fn buffer(&mut self, shape: Shape) -> sheaf_tensor::Result<Tensor> {
+        (self.alloc)(shape)
+    }
+
+    /// Keeps `t` for backward, after those kept before it.
+    pub fn push(&mut self, t: Tensor) {
+        self.kept.push(t);
+    }
+
+    /// How many tensors are kept so far (by this forward and, for an op
+    /// that runs others, by the forwards before it).
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Whether nothing is kept yet.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
+    /// The same keeper, borrowed for a nested forward.
+    pub fn reborrow(&mut self) -> Keep<'_> {
+        Keep {
+            alloc: &mut *self.alloc,
+            kept: &mut *self.kept,
+        }
+    }
 }
 
 impl Forward<'_> {
@@ -118,6 +170,8 @@ pub struct Backward<'a> {
     /// The gradients of all arguments as one zeroed block (see
     /// [`Backward::take_grad_block`]).
     pub(crate) grad_block: Option<TensorMut<'a>>,
+    /// What the forward kept ([`Keep`]), in order.
+    pub(crate) kept: &'a [Tensor],
 }
 
 impl<'a> Backward<'a> {
@@ -148,7 +202,19 @@ impl<'a> Backward<'a> {
             sparse: Vec::new(),
             write: 0,
             grad_block: None,
+            kept: &[],
         }
+    }
+
+    /// For executors: the tensors the op's forward kept ([`Forward::keep`]).
+    pub fn with_kept(mut self, kept: &'a [Tensor]) -> Self {
+        self.kept = kept;
+        self
+    }
+
+    /// The tensors the forward kept, in the order it kept them.
+    pub fn kept(&self) -> &'a [Tensor] {
+        self.kept
     }
 
     /// For executors: hands an op whose [`Op::grads_as_block`] is true the
@@ -277,5 +343,11 @@ pub trait Op: Send + Sync + 'static {
     /// were stacked so.
     fn grads_as_block(&self) -> bool {
         false
+    }
+
+    /// How many tensors forward keeps for backward through
+    /// [`Forward::keep`] (the same number every call).
+    fn keeps(&self) -> usize {
+        0
     }
 }

@@ -8,7 +8,7 @@ use sheaf_tensor::{Backend, DType, Device, Shape, Tensor, TensorMut};
 use crate::error::{GraphError, Result};
 use crate::exec::GraphExec;
 use crate::graph::NodeKind;
-use crate::op::{ArgRole, Backward, Forward};
+use crate::op::{ArgRole, Backward, Forward, Keep};
 use crate::params::{GradAcc, ParamStore};
 use crate::{Expr, Graph, NodeId};
 
@@ -174,6 +174,9 @@ impl Sequential {
             source: Box::new(source),
         };
         let seeds = [g.node_seed(id)];
+        let mut kept = Vec::new();
+        let device = self.device();
+        let mut alloc = |s: Shape| Tensor::zeros(s, sheaf_tensor::DType::F32, device);
         op.forward(Forward {
             backend: self.backend,
             args: &args,
@@ -187,8 +190,14 @@ impl Sequential {
                 None => None,
             },
             block: None,
+            keep: Keep::new(&mut alloc, &mut kept),
         })
         .map_err(exec)?;
+        if kept.is_empty() {
+            g.kept.remove(&id.0);
+        } else {
+            g.kept.insert(id.0, kept);
+        }
         if g.check_finite {
             if let Some(value) = first_non_finite(&out) {
                 return Err(GraphError::NonFinite {
@@ -329,6 +338,7 @@ impl Sequential {
         let out = out.reshape(stacked(node.shape, name, id)?).map_err(exec)?;
         let dout = dy.reshape(out.shape()).map_err(exec)?;
         let aux = g.aux.own_ref(id.index()).clone();
+        let kept = g.kept.get(&id.0).cloned().unwrap_or_default();
         let seeds = [g.node_seed(id)];
         let data = [node.data];
         let sparse = {
@@ -363,6 +373,7 @@ impl Sequential {
                 sparse: Vec::new(),
                 write: 0,
                 grad_block: None,
+                kept: &kept,
             };
             op.backward(&mut cx).map_err(exec)?;
             std::mem::take(&mut cx.sparse)

@@ -4,7 +4,7 @@
 
 use sheaf_tensor::{Backend, DType, Device, Shape, Tensor, TensorMut};
 
-use crate::op::{ArgRole, Attr, Backward, Forward, Op};
+use crate::op::{ArgRole, Attr, Backward, Forward, Keep, Op};
 
 /// One instance of an op call: its argument values (per-instance shapes,
 /// no batch axis), its per-instance data and seed.
@@ -52,6 +52,7 @@ fn stack(ts: &[&Tensor]) -> Result<Tensor, String> {
 struct Call {
     out: Tensor,
     aux: Option<Tensor>,
+    kept: Vec<Tensor>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -71,6 +72,9 @@ fn forward(
         Some(s) => Some(zeros(Shape::stack(b, s).map_err(err)?)?),
         None => None,
     };
+    let mut kept = Vec::new();
+    let device = be.device();
+    let mut alloc = |s: Shape| Tensor::zeros(s, DType::F32, device);
     op.forward(Forward {
         backend: be,
         args,
@@ -84,9 +88,18 @@ fn forward(
             None => None,
         },
         block: None,
+        keep: Keep::new(&mut alloc, &mut kept),
     })
     .map_err(|e| format!("{} forward: {e}", op.name()))?;
-    Ok(Call { out, aux })
+    if kept.len() != op.keeps() {
+        return Err(format!(
+            "{} forward kept {} tensors, its keeps() says {}",
+            op.name(),
+            kept.len(),
+            op.keeps()
+        ));
+    }
+    Ok(Call { out, aux, kept })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -119,6 +132,7 @@ fn backward(
         sparse: Vec::new(),
         write,
         grad_block: None,
+        kept: &call.kept,
     };
     op.backward(&mut cx)
         .map_err(|e| format!("{} backward: {e}", op.name()))

@@ -324,6 +324,7 @@ impl Executor {
         let aux = self.aux_buffers[index].clone();
         let record = &self.records[index];
         let sources = record.sources.clone();
+        let kept = record.kept.clone();
         let n = sources.len();
         let mut args = Vec::with_capacity(n);
         for (j, input) in record.inputs.iter().enumerate() {
@@ -509,7 +510,8 @@ impl Executor {
                 &dout,
                 dargs,
             )
-            .writing(write);
+            .writing(write)
+            .with_kept(&kept);
             if let Some(w) = whole {
                 cx = cx.with_grad_block(w);
             }

@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use sheaf_autodiff::exec::GraphExec;
-use sheaf_autodiff::{ArgRole, Expr, Forward, Graph, NodeId, NodeKind, Op, ParamStore};
+use sheaf_autodiff::{ArgRole, Expr, Forward, Graph, Keep, NodeId, NodeKind, Op, ParamStore};
 use sheaf_tensor::{Backend, Shape, Tensor, TensorError};
 
 use crate::arena::Arena;
@@ -53,6 +53,8 @@ pub(crate) struct Record {
     /// the step (the optimizer would copy it on write).
     pub(crate) inputs: Vec<Option<Tensor>>,
     pub(crate) sources: Vec<Source>,
+    /// What the op's forward kept for its backward ([`Keep`]).
+    pub(crate) kept: Vec<Tensor>,
 }
 
 /// Runs graphs in batches. One executor serves one graph at a time: a
@@ -241,7 +243,7 @@ impl Executor {
         self.homes.clear();
         // Inputs first: views among them hold the buffers they view.
         for r in self.records.drain(..) {
-            for t in r.inputs.into_iter().flatten() {
+            for t in r.inputs.into_iter().flatten().chain(r.kept) {
                 self.arena.recycle(t);
             }
         }
@@ -476,9 +478,12 @@ impl Executor {
         };
         let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
+        let mut kept = Vec::new();
         {
             let _span = tracing::trace_span!("kernel").entered();
             let t_op = Instant::now();
+            let arena = &mut self.arena;
+            let mut alloc = |s: Shape| arena.overwritten(s);
             op.forward(Forward {
                 backend: self.backend,
                 args: &args,
@@ -492,6 +497,7 @@ impl Executor {
                     None => None,
                 },
                 block: block.as_ref(),
+                keep: Keep::new(&mut alloc, &mut kept),
             })
             .map_err(&err)?;
             self.stats.op_calls += t_op.elapsed();
@@ -526,7 +532,11 @@ impl Executor {
             .zip(&sources)
             .map(|(t, s)| (!matches!(s, Source::Shared)).then_some(t))
             .collect();
-        self.records.push(Record { inputs, sources });
+        self.records.push(Record {
+            inputs,
+            sources,
+            kept,
+        });
         let stats = &mut self.stats;
         stats.nodes += b;
         stats.batches += 1;

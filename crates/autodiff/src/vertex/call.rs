@@ -224,13 +224,27 @@ impl Op for CallOp {
         self.0.cost
     }
 
+    fn keeps(&self) -> usize {
+        self.0.keeps
+    }
+
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         let t = &self.0;
         let b = cx.batch();
-        let be = cx.backend;
-        let mut regions = split_regions(cx.aux, &t.regions, b)?;
+        let Forward {
+            backend: be,
+            args: call_args,
+            seeds: call_seeds,
+            train,
+            out,
+            aux,
+            mut keep,
+            ..
+        } = cx;
+        let start = keep.len();
+        let mut regions = split_regions(aux, &t.regions, b)?;
         let mut values: Vec<Option<Tensor>> = vec![None; t.steps.len()];
-        let mut out = Some(cx.out);
+        let mut out = Some(out);
         let last = t.steps.len() - 1;
         let mut seeds = vec![0u64; b];
         let mut data = vec![0u32; b];
@@ -239,9 +253,9 @@ impl Op for CallOp {
                 .args
                 .iter()
                 .zip(&s.roles)
-                .map(|(&src, &role)| self.arg(be, cx.args, &values, src, role, b))
+                .map(|(&src, &role)| self.arg(be, call_args, &values, src, role, b))
                 .collect::<sheaf_tensor::Result<Vec<_>>>()?;
-            for (k, &seed) in cx.seeds.iter().enumerate() {
+            for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
             }
             data.fill(s.data);
@@ -252,9 +266,11 @@ impl Op for CallOp {
                 },
                 None => None,
             };
+            // Every value but the output's is computed into a buffer of
+            // the executor's and kept as it is for backward.
             let mut own = match j == last {
                 true => None,
-                false => Some(alloc(be, b, s.shape)?),
+                false => Some(keep.buffer(Shape::stack(b, s.shape)?)?),
             };
             let dst = match (&mut own, out.take()) {
                 (Some(own), rest) => {
@@ -270,27 +286,33 @@ impl Op for CallOp {
                     })
                 }
             };
+            let before = keep.len();
             s.op.forward(Forward {
                 backend: be,
                 args: &args,
                 data: &data,
                 attr: s.attr,
                 seeds: &seeds,
-                train: cx.train,
+                train,
                 out: dst,
                 aux,
                 block: None,
+                keep: keep.reborrow(),
             })?;
-            if let (Some(v), Some(r)) = (own, s.value) {
-                if let Some(dst) = regions[r].take() {
-                    let dst = dst.reshape(Shape::stack(b, s.shape)?)?;
-                    be.copy_rows(&v, 0, dst, 0, b)?;
-                }
+            if keep.len() - before != s.op.keeps() {
+                return Err(sheaf_tensor::TensorError::InvalidArgument {
+                    op: "vertex function",
+                    arg: "kept tensors",
+                    reason: "an inner op kept another number of tensors than its keeps() says",
+                });
+            }
+            if let Some(v) = own {
+                keep.push(v.clone());
                 values[j] = Some(v);
             }
             args.into_iter().for_each(pool::give);
         }
-        values.into_iter().flatten().for_each(pool::give);
+        debug_assert_eq!(keep.len() - start, t.keeps);
         Ok(())
     }
 
@@ -298,16 +320,22 @@ impl Op for CallOp {
         let t = &self.0;
         let b = cx.batch();
         let (be, call_args, aux, dout, out) = (cx.backend, cx.args, cx.aux, cx.dout, cx.out);
+        let kept = cx.kept();
         let n_args = t.arg_shapes.len();
         let last = t.steps.len() - 1;
-        // Every step's value: saved regions, the last one the output.
-        let mut values: Vec<Option<Tensor>> = Vec::with_capacity(t.steps.len());
-        for s in &t.steps {
-            values.push(match (s.value, aux) {
-                (Some(r), Some(a)) => Some(region_view(a, t.regions[r], b, s.shape)?),
-                _ => None,
+        if kept.len() != t.keeps {
+            return Err(sheaf_tensor::TensorError::InvalidArgument {
+                op: "vertex function",
+                arg: "kept tensors",
+                reason: "backward was not given the tensors its forward kept",
             });
         }
+        // Every step's value: kept ones, the last one the output.
+        let mut values: Vec<Option<Tensor>> = t
+            .steps
+            .iter()
+            .map(|s| s.value.map(|k| kept[k].clone()))
+            .collect();
         values[last] = Some(out.clone());
         // Gradients of the steps' values, made when one first arrives.
         let mut grads: Vec<Option<Tensor>> = vec![None; t.steps.len()];
@@ -401,7 +429,8 @@ impl Op for CallOp {
                     inner_aux.as_ref(),
                     &dstep,
                     dargs,
-                );
+                )
+                .with_kept(&kept[s.kept_at..s.kept_at + s.op.keeps()]);
                 s.op.backward(&mut inner)?;
                 for (a, rows) in inner.touched_rows() {
                     if let Some(Src::Param(i)) = s.args.get(*a) {

@@ -18,10 +18,12 @@
 //!   position in F, so it is the same under every executor, though not the
 //!   mask the inlined graph would draw.
 //!
-//! F's intermediates live in the call's auxiliary buffer (one contiguous
-//! region per intermediate, batch-major inside it), next to the inner ops'
-//! own auxiliary buffers, so backward replays F in reverse from them. Calls
-//! may nest: a call node inside F is one more op of the template.
+//! F's intermediates are computed into buffers from the executor's memory
+//! and kept as they are for backward ([`crate::Keep`]); the inner ops' own
+//! auxiliary buffers are regions of the call's (batch-major inside each),
+//! so backward replays F in reverse from them. Calls may nest: a call node
+//! inside F is one more op of the template (its kept tensors among the
+//! outer call's).
 
 use std::sync::Arc;
 
@@ -78,9 +80,12 @@ struct Step {
     attr: Attr,
     data: u32,
     shape: Shape,
-    /// The region of the call's auxiliary buffer holding this step's value
-    /// (every step but the last, whose value is the call's output).
+    /// Where this step's value is among the call's kept tensors
+    /// ([`crate::Keep`]; every step but the last, whose value is the
+    /// call's output): kept as computed, not copied.
     value: Option<usize>,
+    /// Where the tensors this step's op keeps start among the call's.
+    kept_at: usize,
     /// The region and per-instance shape of the op's own auxiliary buffer.
     aux: Option<(usize, Shape)>,
 }
@@ -104,6 +109,9 @@ struct Template {
     regions: Vec<Region>,
     /// Values per instance in the auxiliary buffer.
     aux_len: usize,
+    /// Tensors a call keeps: every step's value but the last, and what the
+    /// steps' ops keep themselves.
+    keeps: usize,
     /// `(offset, shape)` of each output within the call's output: one
     /// output is the whole of it, several are concatenated flat.
     outputs: Vec<(usize, Shape)>,
@@ -257,6 +265,7 @@ impl Template {
         let mut steps: Vec<Step> = Vec::new();
         let mut regions = Vec::new();
         let mut aux_len = 0;
+        let mut keeps = 0;
         let mut region = |size: usize| {
             regions.push(Region {
                 offset: aux_len,
@@ -315,10 +324,14 @@ impl Template {
                         Some(s) => Some((region(numel(name, s)?), s)),
                         None => None,
                     };
-                    let value = match i == out.index() {
-                        true => None,
-                        false => Some(region(numel(name, node.shape())?)),
-                    };
+                    // The op's own kept tensors first, then the value (the
+                    // order the call's forward keeps them in).
+                    let kept_at = keeps;
+                    keeps += op.keeps();
+                    let value = (i != out.index()).then(|| {
+                        keeps += 1;
+                        keeps - 1
+                    });
                     steps.push(Step {
                         op,
                         args,
@@ -327,6 +340,7 @@ impl Template {
                         data: node.data(),
                         shape: node.shape(),
                         value,
+                        kept_at,
                         aux,
                     });
                     Src::Step(steps.len() - 1)
@@ -347,6 +361,7 @@ impl Template {
             steps,
             regions,
             aux_len,
+            keeps,
             outputs,
             batchable,
             cost,
