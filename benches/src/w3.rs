@@ -243,7 +243,7 @@ pub fn build_tree_with(
                 let x = g.lookup(emb, word).map_err(err)?;
                 match cells {
                     None => leaf_cell(g, m, x),
-                    Some(c) => g.call(&c.leaf, &[x]).map(|o| o[0]),
+                    Some(c) => g.call_one(&c.leaf, &[x]),
                 }
                 .map_err(err)?
             }
@@ -258,7 +258,7 @@ pub fn build_tree_with(
                 let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
                 match cells {
                     None => node_cell(g, m, [sl, sr, hl, hr]),
-                    Some(c) => g.call(&c.node, &[sl, sr, hl, hr]).map(|o| o[0]),
+                    Some(c) => g.call_one(&c.node, &[sl, sr, hl, hr]),
                 }
                 .map_err(err)?
             }

@@ -124,6 +124,8 @@ pub struct Graph {
     scratch_shapes: Vec<Shape>,
     scratch_shape_ids: Vec<u32>,
     scratch_key: Vec<u64>,
+    /// A vertex call's arguments and parameters (`vertex/mod.rs`).
+    pub(crate) scratch_exprs: Vec<Expr>,
     /// Per op id, what building its nodes reuses (see [`OpCache`]).
     op_cache: Vec<OpCache>,
     pub(crate) sigs: Vec<SigInfo>,
@@ -209,6 +211,7 @@ impl Graph {
             user_ops: FxHashMap::default(),
             sig_ids: FxHashMap::default(),
             scratch_shapes: Vec::new(),
+            scratch_exprs: Vec::new(),
             scratch_shape_ids: Vec::new(),
             scratch_key: Vec::new(),
             op_cache: Vec::new(),

@@ -300,7 +300,7 @@ impl TreeLstm {
                         x = g.dropout(x, p_emb)?;
                     }
                     match &self.vertex {
-                        Some(f) => g.call(&f.0, &[x])?[0],
+                        Some(f) => g.call_one(&f.0, &[x])?,
                         None => self.cell.leaf(g, x)?,
                     }
                 }
@@ -316,7 +316,7 @@ impl TreeLstm {
                     };
                     let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
                     match &self.vertex {
-                        Some(f) => g.call(&f.1, &[sl, sr, hl, hr])?[0],
+                        Some(f) => g.call_one(&f.1, &[sl, sr, hl, hr])?,
                         None => self.cell.node_with(g, sl, sr, hl, hr)?,
                     }
                 }

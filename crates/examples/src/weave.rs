@@ -381,7 +381,7 @@ impl WeaveVertex {
             Ok(g.input(t))
         };
         let one = |g: &mut Graph, f: &VertexFn, args: &[Expr]| -> Result<Expr, GraphError> {
-            Ok(g.call(f, args)?[0])
+            g.call_one(f, args)
         };
         // One tensor for all atoms and one for all pairs, each input a row
         // view of it: no allocation per input.

@@ -125,15 +125,14 @@ impl<C: Cell> Recurrent<C> {
             (false, Some(eval)) => eval,
             _ => &f.train,
         };
-        let out = match (prev, f.reads_output) {
+        Ok(match (prev, f.reads_output) {
             (Prev::Zero, _) => return C::step(g, unit, xw, state, prev),
-            (_, false) => g.call(call, &[xw, state])?,
-            (Prev::Output(h), true) => g.call(call, &[xw, state, h])?,
+            (_, false) => g.call_one(call, &[xw, state])?,
+            (Prev::Output(h), true) => g.call_one(call, &[xw, state, h])?,
             (Prev::Unknown, true) => {
                 let h = C::output(g, state)?;
-                g.call(call, &[xw, state, h])?
+                g.call_one(call, &[xw, state, h])?
             }
-        };
-        Ok(out[0])
+        })
     }
 }

@@ -370,13 +370,22 @@ impl Template {
 }
 
 impl Graph {
-    /// Adds one call of `f` on `args` (each of the shape `f` was traced
-    /// with) and returns its outputs: the node itself for one output,
-    /// views of it ([`Graph::slice`], reshaped back) for several.
-    ///
-    /// Errors: a wrong number of arguments, or an argument of another
-    /// shape than traced (naming F, the argument and both shapes).
-    pub fn call(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Vec<Expr>> {
+    /// [`Graph::call`] of a function with one output: that output (no
+    /// vector to allocate). Errors as `call` does, and if `f` has several
+    /// outputs.
+    pub fn call_one(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Expr> {
+        let t = &f.template;
+        if t.outputs.len() != 1 {
+            return Err(params_err(
+                t.name,
+                format!("has {} outputs: call it with Graph::call", t.outputs.len()),
+            ));
+        }
+        self.call_node(f, args)
+    }
+
+    /// The call node itself (its output is every output, concatenated).
+    fn call_node(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Expr> {
         let t = &f.template;
         if args.len() != t.arg_shapes.len() {
             return Err(params_err(
@@ -388,12 +397,27 @@ impl Graph {
                 ),
             ));
         }
-        let mut all = Vec::with_capacity(args.len() + t.params.len());
+        // The graph's scratch list, so that a call allocates nothing.
+        let mut all = std::mem::take(&mut self.scratch_exprs);
+        all.clear();
         all.extend_from_slice(args);
         for p in &t.params {
             all.push(self.param(p));
         }
-        let call = self.apply(&f.op, &all, 0)?;
+        let call = self.apply(&f.op, &all, 0);
+        self.scratch_exprs = all;
+        call
+    }
+
+    /// Adds one call of `f` on `args` (each of the shape `f` was traced
+    /// with) and returns its outputs: the node itself for one output,
+    /// views of it ([`Graph::slice`], reshaped back) for several.
+    ///
+    /// Errors: a wrong number of arguments, or an argument of another
+    /// shape than traced (naming F, the argument and both shapes).
+    pub fn call(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Vec<Expr>> {
+        let t = &f.template;
+        let call = self.call_node(f, args)?;
         if t.outputs.len() == 1 {
             return Ok(vec![call]);
         }
