@@ -22,4 +22,5 @@ pub mod w3;
 pub mod w4;
 pub mod w4_nn;
 pub mod w5;
+pub mod w5_hand;
 pub mod w6;

@@ -1,7 +1,9 @@
 //! `bench-w5 [--quick]`: training throughput of the weave model on ESOL
 //! (molecules/s, useful GFLOP/s, utilisation against the same-run sgemm
-//! peak) for sequential, depth and agenda, and the GEMM-only bound: the
-//! molecules/s the run's products alone would allow.
+//! peak) for sequential, depth and agenda and for the hand-batched
+//! baseline (`sheaf_benches::w5_hand`, DGL/PyG style), with the ratios
+//! depth/hand and agenda/hand, and the GEMM-only bound: the molecules/s
+//! the run's products alone would allow.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -15,6 +17,7 @@ use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w5::{
     model, optimizer, strategies, train_flops, train_step, training_set, BATCH,
 };
+use sheaf_benches::w5_hand;
 use sheaf_examples::molecules::{default_path, Molecule};
 use sheaf_sched::Strategy;
 
@@ -79,6 +82,88 @@ fn time_run(
     Ok((secs, products, c.stats().to_string()))
 }
 
+/// [`time_run`] for the hand-batched step (the same parameter values,
+/// warm-up and timed molecules).
+fn time_hand(
+    atom_in: usize,
+    warm: &[Molecule],
+    timed: &[Molecule],
+) -> Result<(f64, Products), String> {
+    let mut store = ParamStore::new();
+    let mut hand = w5_hand::model(&mut store, atom_in, 1)?;
+    for chunk in warm.chunks(BATCH) {
+        hand.step(&mut store, chunk)?;
+    }
+    let start = Instant::now();
+    let (done, products) = record_gemms(|| -> Result<(), String> {
+        for chunk in timed.chunks(BATCH) {
+            hand.step(&mut store, chunk)?;
+        }
+        Ok(())
+    });
+    let secs = start.elapsed().as_secs_f64();
+    done?;
+    Ok((secs, products))
+}
+
+/// What every row of a run shares.
+struct Setup {
+    timed_n: usize,
+    /// Useful FLOPs of the timed molecules.
+    flops: f64,
+    budget: Budget,
+    bound: bool,
+}
+
+/// Prints one row (`secs` for the timed molecules at `threads` threads,
+/// their `products`) and adds its record; returns the molecules/s.
+fn row(
+    report: &mut Report,
+    s: &Setup,
+    name: &str,
+    (threads, peak): (usize, f64),
+    secs: f64,
+    products: &Products,
+) -> f64 {
+    let timed_n = s.timed_n;
+    let rate = timed_n as f64 / secs;
+    let gflops = s.flops / secs / 1e9;
+    let bound = s
+        .bound
+        .then(|| timed_n as f64 / products.seconds(threads, s.budget));
+    println!(
+        "{name:>12} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {:>10} {:>8}",
+        100.0 * gflops / peak,
+        bound.map_or("-".into(), |b| format!("{b:.1}")),
+        bound.map_or("-".into(), |b| format!("{:.1}%", 100.0 * rate / b)),
+    );
+    report.add(
+        "W5",
+        name,
+        threads,
+        BATCH,
+        "throughput",
+        rate,
+        "molecules/s",
+        peak,
+        Some(gflops),
+        &format!(
+            "{timed_n} molecules, utilisation {:.3}{}",
+            gflops / peak,
+            bound.map_or(String::new(), |b| format!(
+                ", {:.3} of the GEMM-only bound ({} products, {} shapes)",
+                rate / b,
+                products.calls(),
+                products.distinct()
+            ))
+        ),
+    );
+    if let Some(b) = bound {
+        report.add_bound(b);
+    }
+    rate
+}
+
 fn run(args: Args) -> Result<(), String> {
     if args.threads.contains(&0) {
         return Err("--threads takes positive numbers".into());
@@ -110,55 +195,51 @@ fn run(args: Args) -> Result<(), String> {
     } else {
         Budget::full()
     };
+    let setup = Setup {
+        timed_n,
+        flops,
+        budget,
+        bound: !args.no_bound,
+    };
     let mut report = Report::new();
     println!(
-        "{:>11} {:>8} {:>12} {:>9} {:>8} {:>8} {:>10} {:>8}",
+        "{:>12} {:>8} {:>12} {:>9} {:>8} {:>8} {:>10} {:>8}",
         "impl", "threads", "molecules/s", "GFLOP/s", "peak", "util", "bound", "of bound"
     );
     for &threads in &args.threads {
         let peak = sgemm_peak_gflops(threads, budget);
+        let mut rates = Vec::new();
         for (name, strategy) in strategies() {
             let (secs, products, stats) =
                 with_threads(threads, || time_run(strategy, atom_in, warm, timed))
                     .map_err(|e| format!("{name} at {threads} thread(s): {e}"))?;
-            let rate = timed_n as f64 / secs;
-            let gflops = flops / secs / 1e9;
-            let bound =
-                (!args.no_bound).then(|| timed_n as f64 / products.seconds(threads, budget));
-            println!(
-                "{name:>11} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {:>10} {:>8}",
-                100.0 * gflops / peak,
-                bound.map_or("-".into(), |b| format!("{b:.1}")),
-                bound.map_or("-".into(), |b| format!("{:.1}%", 100.0 * rate / b)),
-            );
+            let rate = row(&mut report, &setup, name, (threads, peak), secs, &products);
+            rates.push((name, rate));
             if args.stats {
                 println!("  last update of {name} at {threads} thread(s): {stats}");
             }
-            report.add(
-                "W5",
-                name,
-                threads,
-                BATCH,
-                "throughput",
-                rate,
-                "molecules/s",
-                peak,
-                Some(gflops),
-                &format!(
-                    "{timed_n} molecules, utilisation {:.3}{}",
-                    gflops / peak,
-                    bound.map_or(String::new(), |b| format!(
-                        ", {:.3} of the GEMM-only bound ({} products, {} shapes)",
-                        rate / b,
-                        products.calls(),
-                        products.distinct()
-                    ))
-                ),
-            );
-            if let Some(b) = bound {
-                report.add_bound(b);
-            }
         }
+        let (secs, products) = with_threads(threads, || time_hand(atom_in, warm, timed))
+            .map_err(|e| format!("hand-batched at {threads} thread(s): {e}"))?;
+        let hand = row(
+            &mut report,
+            &setup,
+            "hand-batched",
+            (threads, peak),
+            secs,
+            &products,
+        );
+        let ratio = |name: &str| {
+            rates
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or("-".into(), |(_, r)| format!("{:.3}", r / hand))
+        };
+        println!(
+            "  at {threads} thread(s): depth/hand {}, agenda/hand {}",
+            ratio("depth"),
+            ratio("agenda")
+        );
     }
     let path = args.out.unwrap_or_else(default_results_path);
     report
