@@ -15,7 +15,8 @@ use sheaf_benches::measure::{with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w5::{
-    model, optimizer, strategies, train_flops, train_step, training_set, BATCH,
+    model, optimizer, strategies, train_flops, train_step, train_step_vertex, training_set,
+    vertex_model, BATCH,
 };
 use sheaf_benches::w5_hand;
 use sheaf_examples::molecules::{default_path, Molecule};
@@ -82,6 +83,31 @@ fn time_run(
     Ok((secs, products, c.stats().to_string()))
 }
 
+/// [`time_run`] for the model written with vertex functions.
+fn time_vertex(
+    strategy: Strategy,
+    atom_in: usize,
+    warm: &[Molecule],
+    timed: &[Molecule],
+) -> Result<(f64, Products, String), String> {
+    let mut store = ParamStore::new();
+    let mut m = vertex_model(&mut store, atom_in, strategy, 1)?;
+    let mut opt = optimizer();
+    for chunk in warm.chunks(BATCH) {
+        train_step_vertex(&mut m, &mut store, &mut opt, chunk)?;
+    }
+    let start = Instant::now();
+    let (done, products) = record_gemms(|| -> Result<(), String> {
+        for chunk in timed.chunks(BATCH) {
+            train_step_vertex(&mut m, &mut store, &mut opt, chunk)?;
+        }
+        Ok(())
+    });
+    let secs = start.elapsed().as_secs_f64();
+    done?;
+    Ok((secs, products, m.stats().to_string()))
+}
+
 /// [`time_run`] for the hand-batched step (the same parameter values,
 /// warm-up and timed molecules).
 fn time_hand(
@@ -120,7 +146,7 @@ struct Setup {
 fn row(
     report: &mut Report,
     s: &Setup,
-    name: &str,
+    (name, variant): (&str, &str),
     (threads, peak): (usize, f64),
     secs: f64,
     products: &Products,
@@ -131,8 +157,12 @@ fn row(
     let bound = s
         .bound
         .then(|| timed_n as f64 / products.seconds(threads, s.budget));
+    let label = match variant {
+        "vertex" => format!("{name}+vf"),
+        _ => name.to_string(),
+    };
     println!(
-        "{name:>12} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {:>10} {:>8}",
+        "{label:>12} {threads:>8} {rate:>12.1} {gflops:>9.2} {peak:>8.1} {:>7.1}% {:>10} {:>8}",
         100.0 * gflops / peak,
         bound.map_or("-".into(), |b| format!("{b:.1}")),
         bound.map_or("-".into(), |b| format!("{:.1}%", 100.0 * rate / b)),
@@ -158,6 +188,7 @@ fn row(
             ))
         ),
     );
+    report.set_variant(variant);
     if let Some(b) = bound {
         report.add_bound(b);
     }
@@ -213,10 +244,36 @@ fn run(args: Args) -> Result<(), String> {
             let (secs, products, stats) =
                 with_threads(threads, || time_run(strategy, atom_in, warm, timed))
                     .map_err(|e| format!("{name} at {threads} thread(s): {e}"))?;
-            let rate = row(&mut report, &setup, name, (threads, peak), secs, &products);
-            rates.push((name, rate));
+            let rate = row(
+                &mut report,
+                &setup,
+                (name, "inline"),
+                (threads, peak),
+                secs,
+                &products,
+            );
+            rates.push((name.to_string(), rate));
             if args.stats {
                 println!("  last update of {name} at {threads} thread(s): {stats}");
+            }
+        }
+        // The same model with vertex functions (the blocks' products are
+        // the bound of both forms: the same layers on the same rows).
+        for (name, strategy) in strategies().into_iter().skip(1) {
+            let (secs, products, stats) =
+                with_threads(threads, || time_vertex(strategy, atom_in, warm, timed))
+                    .map_err(|e| format!("{name} (vertex) at {threads} thread(s): {e}"))?;
+            let rate = row(
+                &mut report,
+                &setup,
+                (name, "vertex"),
+                (threads, peak),
+                secs,
+                &products,
+            );
+            rates.push((format!("{name}+vf"), rate));
+            if args.stats {
+                println!("  last update of {name} (vertex) at {threads} thread(s): {stats}");
             }
         }
         let (secs, products) = with_threads(threads, || time_hand(atom_in, warm, timed))
@@ -224,7 +281,7 @@ fn run(args: Args) -> Result<(), String> {
         let hand = row(
             &mut report,
             &setup,
-            "hand-batched",
+            ("hand-batched", ""),
             (threads, peak),
             secs,
             &products,
@@ -232,13 +289,23 @@ fn run(args: Args) -> Result<(), String> {
         let ratio = |name: &str| {
             rates
                 .iter()
-                .find(|(n, _)| *n == name)
+                .find(|(n, _)| n == name)
                 .map_or("-".into(), |(_, r)| format!("{:.3}", r / hand))
         };
+        let of = |a: &str, b: &str| {
+            let get = |n: &str| rates.iter().find(|(x, _)| x == n).map(|(_, r)| *r);
+            get(a)
+                .zip(get(b))
+                .map_or("-".into(), |(x, y)| format!("{:.2}", x / y))
+        };
         println!(
-            "  at {threads} thread(s): depth/hand {}, agenda/hand {}",
+            "  at {threads} thread(s): depth/hand {}, agenda/hand {}, depth+vf/hand {}, agenda+vf/hand {}; vertex/inline: depth {}, agenda {}",
             ratio("depth"),
-            ratio("agenda")
+            ratio("agenda"),
+            ratio("depth+vf"),
+            ratio("agenda+vf"),
+            of("depth+vf", "depth"),
+            of("agenda+vf", "agenda"),
         );
     }
     let path = args.out.unwrap_or_else(default_results_path);
