@@ -1,13 +1,12 @@
 //! Blocks that make tensors from host data ([`Scalar`], [`Tensor`],
-//! [`Zeros`]), transform host data ([`InputTransform`]), run ops on graph
-//! values ([`Function`], [`Concat`]) or pass a value on ([`Identity`],
-//! [`Broadcast`]).
+//! [`Zeros`]), transform host data ([`InputTransform`]), concatenate graph
+//! values ([`Concat`]) or pass a value on ([`Identity`], [`Broadcast`]).
+//! [`crate::Function`] has a file of its own.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
-use sheaf_autodiff::{Attr, Expr, Graph, GraphError, Op};
+use sheaf_autodiff::{Expr, GraphError};
 use sheaf_tensor::{DType, Device, Shape};
 
 use crate::block::{impl_shr, Check, Ctx};
@@ -213,104 +212,6 @@ where
     }
 }
 
-/// Items of the placeholder sequences a [`Function`] is checked with: two,
-/// so a function over pairs of items (`i != j`) yields items too.
-const PLACEHOLDER_ITEMS: usize = 2;
-
-/// What a [`Function`] runs: a closure `Fn(&mut Graph, I) -> Result<O>`
-/// over graph values, or a built-in / user [`Op`] ([`Function::op`]).
-pub trait GraphFn<I, O>: Send + Sync {
-    /// Adds the nodes computing the output.
-    fn call(&self, g: &mut Graph, x: I) -> std::result::Result<O, GraphError>;
-}
-
-impl<I, O, F> GraphFn<I, O> for F
-where
-    F: Fn(&mut Graph, I) -> std::result::Result<O, GraphError> + Send + Sync,
-{
-    fn call(&self, g: &mut Graph, x: I) -> std::result::Result<O, GraphError> {
-        self(g, x)
-    }
-}
-
-/// One op applied to a list of tensors (see [`Function::op`]).
-#[derive(Clone)]
-pub struct OpCall {
-    op: Arc<dyn Op>,
-    attr: Attr,
-}
-
-impl<I: Exprs> GraphFn<I, Expr> for OpCall {
-    fn call(&self, g: &mut Graph, x: I) -> std::result::Result<Expr, GraphError> {
-        g.apply(&self.op, &x.exprs(), self.attr)
-    }
-}
-
-/// Any computation on graph values: a closure over graph expressions
-/// (built-in ops, several nodes, parameters) or one op. Its shapes are
-/// checked when the model is compiled by running it once on placeholder
-/// inputs (zeros of the input type; sequences with two items, so that pairs of items exist).
-pub struct Function<I, O, F> {
-    name: Cow<'static, str>,
-    f: F,
-    _t: PhantomData<fn(I) -> O>,
-}
-
-impl<I, O, F: Clone> Clone for Function<I, O, F> {
-    fn clone(&self) -> Self {
-        Function {
-            name: self.name.clone(),
-            f: self.f.clone(),
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<I: Value, O: Value, F: GraphFn<I, O>> Function<I, O, F> {
-    /// `f`, called `name` in error paths (`Function(name)`).
-    pub fn new(name: impl Into<Cow<'static, str>>, f: F) -> Self {
-        Function {
-            name: name.into(),
-            f,
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<I: Exprs> Function<I, Expr, OpCall> {
-    /// One op (built-in or a user's [`Op`]) on the input tensors, with
-    /// attribute bits `attr`. Nodes of one `Arc` share batches.
-    pub fn op(op: &Arc<dyn Op>, attr: Attr) -> Self {
-        Function {
-            name: op.name().into(),
-            f: OpCall {
-                op: Arc::clone(op),
-                attr,
-            },
-            _t: PhantomData,
-        }
-    }
-}
-
-impl<I: Value, O: Value, F: GraphFn<I, O>> Block for Function<I, O, F> {
-    type In = I;
-    type Out = O;
-    fn name(&self) -> Cow<'static, str> {
-        format!("Function({})", self.name).into()
-    }
-    fn check(&self, cx: &mut Check, input: &Ty) -> Result<Ty> {
-        let g = &mut cx.scratch;
-        g.clear();
-        let x = I::zeros(input, g, PLACEHOLDER_ITEMS)
-            .map_err(|e| BlockError::data(e).within(self.name()))?;
-        let y = self.f.call(g, x).at(|| self.name())?;
-        y.ty_of(g).at(|| self.name())
-    }
-    fn eval(&self, cx: &mut Ctx<'_>, x: &I) -> Result<O> {
-        self.f.call(cx.graph, x.clone()).at(|| self.name())
-    }
-}
-
 /// Vectors of a tuple, one after another: `(a [n], b [m])` gives `[n + m]`.
 pub struct Concat<I> {
     _t: PhantomData<fn(I)>,
@@ -405,7 +306,6 @@ impl_shr!(
     [I: ?Sized,] Zeros<I>,
     [T,] Identity<T>,
     [A: ?Sized, B, F,] InputTransform<A, B, F>,
-    [I, O, F,] Function<I, O, F>,
     [I,] Concat<I>,
     [T,] Broadcast<T>,
 );

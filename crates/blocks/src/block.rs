@@ -65,6 +65,9 @@ pub struct Ctx<'a> {
     pub graph: &'a mut Graph,
     pub(crate) metrics: &'a mut Metrics,
     pub(crate) instance: usize,
+    /// Functions run inline even where compiled to vertex functions
+    /// ([`crate::Compiled::inline_functions`]).
+    pub(crate) inline_functions: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -75,7 +78,15 @@ impl<'a> Ctx<'a> {
             graph,
             metrics,
             instance,
+            inline_functions: false,
         }
+    }
+
+    /// The same context with every `Function` run inline (`yes`), or as
+    /// compiled (vertex functions where they could be traced).
+    pub fn with_inline_functions(mut self, yes: bool) -> Self {
+        self.inline_functions = yes;
+        self
     }
 
     /// The position of the input being built in its batch.

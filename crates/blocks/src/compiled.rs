@@ -55,6 +55,7 @@ pub struct Compiled<B: Block> {
     metrics: Metrics,
     outputs: Vec<B::Out>,
     executor: Executor,
+    inline_functions: bool,
 }
 
 impl<B: Block> std::fmt::Debug for Compiled<B> {
@@ -84,7 +85,16 @@ where
             metrics: Metrics::default(),
             outputs: Vec::new(),
             executor: Executor::new(Strategy::Depth),
+            inline_functions: false,
         })
+    }
+
+    /// Runs every [`crate::Function`] inline (`yes`: its ops added one by
+    /// one per input), instead of as the vertex function it compiled to
+    /// where it could be: for comparison (same values and gradients).
+    pub fn inline_functions(mut self, yes: bool) -> Self {
+        self.inline_functions = yes;
+        self
     }
 
     /// Runs graphs with `strategy` from now on.
@@ -132,7 +142,8 @@ where
         self.metrics.clear();
         self.outputs.clear();
         for (i, x) in inputs.into_iter().enumerate() {
-            let mut cx = Ctx::new(&mut self.graph, &mut self.metrics, i);
+            let mut cx = Ctx::new(&mut self.graph, &mut self.metrics, i)
+                .with_inline_functions(self.inline_functions);
             let y = self
                 .block
                 .eval(&mut cx, x)

@@ -61,6 +61,7 @@ mod choice;
 mod compiled;
 mod composition;
 mod error;
+mod function;
 mod layers;
 mod recursion;
 mod sequence;
@@ -87,14 +88,13 @@ pub mod prelude {
     pub use sheaf_sched::{batches, shuffled_batches, Executor, PlanStats, Strategy};
 }
 
-pub use basic::{
-    Broadcast, Concat, Function, GraphFn, Identity, InputTransform, OpCall, Scalar, Tensor, Zeros,
-};
+pub use basic::{Broadcast, Concat, Identity, InputTransform, Scalar, Tensor, Zeros};
 pub use block::{Block, BlockExt, BoxBlock, Check, Ctx, Metrics, Pipe};
 pub use choice::{OneOf, Optional};
 pub use compiled::{Compiled, Loss};
 pub use composition::{Composition, Handle, Sources};
 pub use error::{BlockError, ErrorKind, Result};
+pub use function::{Function, GraphFn, OpCall};
 pub use layers::{Activation, Embedding, Metric, FC};
 pub use recursion::{ForwardDeclaration, Reference};
 pub use sequence::{Fold, Map, Max, Mean, Reduce, Sum, ZipWith, Zippable};

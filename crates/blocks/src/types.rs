@@ -103,6 +103,35 @@ pub trait Value: Clone + Send + Sync + 'static {
 
     /// Reads the value back after a forward.
     fn read(&self, g: &Graph) -> Result<Self::Host, GraphError>;
+
+    /// The value of type `ty` made of the next graph nodes of `nodes`, in
+    /// the order [`Value::nodes`] lists them: how a `Function` compiled to
+    /// a vertex function rebuilds its input and output. `None` for values
+    /// that are not a fixed set of tensors (sequences, host data): such a
+    /// `Function` runs inline.
+    fn from_nodes(_ty: &Ty, _nodes: &mut dyn Iterator<Item = Expr>) -> Option<Self> {
+        None
+    }
+}
+
+impl Ty {
+    /// The shapes of a type made only of tensors (and tuples and voids of
+    /// them), in node order; `None` for anything else.
+    pub fn tensor_shapes(&self) -> Option<Vec<Shape>> {
+        fn walk(ty: &Ty, out: &mut Vec<Shape>) -> bool {
+            match ty {
+                Ty::Tensor(s) => {
+                    out.push(*s);
+                    true
+                }
+                Ty::Void => true,
+                Ty::Tuple(items) => items.iter().all(|t| walk(t, out)),
+                Ty::Host | Ty::Seq(_) | Ty::Repeat(_) => false,
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out).then_some(out)
+    }
 }
 
 impl Value for Expr {
@@ -124,6 +153,12 @@ impl Value for Expr {
     fn read(&self, g: &Graph) -> Result<Tensor, GraphError> {
         g.value(*self).cloned()
     }
+    fn from_nodes(ty: &Ty, nodes: &mut dyn Iterator<Item = Expr>) -> Option<Self> {
+        match ty {
+            Ty::Tensor(_) => nodes.next(),
+            _ => None,
+        }
+    }
 }
 
 impl Value for () {
@@ -140,6 +175,9 @@ impl Value for () {
     fn nodes(&self, _out: &mut Vec<Expr>) {}
     fn read(&self, _g: &Graph) -> Result<(), GraphError> {
         Ok(())
+    }
+    fn from_nodes(ty: &Ty, _nodes: &mut dyn Iterator<Item = Expr>) -> Option<Self> {
+        (*ty == Ty::Void).then_some(())
     }
 }
 
@@ -240,6 +278,14 @@ macro_rules! tuple_value {
             }
             fn read(&self, g: &Graph) -> Result<Self::Host, GraphError> {
                 Ok(($(self.$i.read(g)?,)+))
+            }
+            fn from_nodes(ty: &Ty, nodes: &mut dyn Iterator<Item = Expr>) -> Option<Self> {
+                match ty {
+                    Ty::Tuple(items) if items.len() == $n => {
+                        Some(($($t::from_nodes(&items[$i], nodes)?,)+))
+                    }
+                    _ => None,
+                }
             }
         }
     };

@@ -333,16 +333,27 @@ fn forward_declaration_recurses_over_trees() {
             assert_close(&vals(o), &[eval_tree(t)], "tree");
         }
     }
-    // Depth batching: one `add` batch per tree level (height at most 6),
-    // whatever the number of trees.
-    let mut c = Compiled::new(tree_model()).unwrap();
-    c.forward(&store, &trees).unwrap();
-    let (batches, nodes) = c.stats().per_op["add"];
-    assert!(batches <= 6, "{batches} add batches for {nodes} nodes");
-    assert!(
-        nodes > 3 * batches,
-        "{batches} add batches for {nodes} nodes"
-    );
+    // Depth batching: one batch of `combine` calls (the function compiled
+    // to a vertex function), or of its `add` run inline, per tree level
+    // (height at most 6), whatever the number of trees.
+    for (inline, op) in [(false, "combine"), (true, "add")] {
+        let mut c = Compiled::new(tree_model())
+            .unwrap()
+            .inline_functions(inline);
+        c.forward(&store, &trees).unwrap();
+        let (batches, nodes) = c.stats().per_op[op];
+        assert!(batches <= 6, "{batches} {op} batches for {nodes} nodes");
+        assert!(
+            nodes > 3 * batches,
+            "{batches} {op} batches for {nodes} nodes"
+        );
+        if !inline {
+            assert!(
+                !c.stats().per_op.contains_key("add"),
+                "the vertex function's add ran as a node of its own"
+            );
+        }
+    }
 }
 
 #[test]

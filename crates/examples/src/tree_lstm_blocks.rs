@@ -150,22 +150,27 @@ pub fn blocks(
         field("label", |w: &Word| &w.label, Identity::<u32>::new()),
     ));
 
+    // The cell reads the children's tensors only (the label goes beside
+    // it), so it compiles to a vertex function, as the leaf's does.
     let inner_cell = Function::new(
         "inner",
-        move |g: &mut Graph, ((sl, hl), (sr, hr), label): ((Expr, Expr), (Expr, Expr), u32)| {
+        move |g: &mut Graph, ((sl, hl), (sr, hr)): ((Expr, Expr), (Expr, Expr))| {
             let hh = g.concat(&[hl, hr])?;
             let (u, bi) = (g.param(&u), g.param(&b_int));
             let gates = g.affine(bi, &[(u, hh)])?;
             let p = if g.is_train() { p_rec } else { 0.0 };
             let state = node_cell(g, gates, sl, sr, p)?;
-            Ok((state_and_h(g, state)?, label))
+            state_and_h(g, state)
         },
     );
-    let inner = Record::new((
+    let children = Record::new((
         field("left", |p: &Inner| &p.left, decl.reference()),
         field("right", |p: &Inner| &p.right, decl.reference()),
-        field("label", |p: &Inner| &p.label, Identity::<u32>::new()),
     )) >> inner_cell;
+    let inner = Record::new((
+        field("cell", |p: &Inner| p, children),
+        field("label", |p: &Inner| &p.label, Identity::<u32>::new()),
+    ));
 
     let phrase = OneOf::new()
         .case("word", |p: &Phrase| as_word(p), word)

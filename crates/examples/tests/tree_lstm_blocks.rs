@@ -61,16 +61,28 @@ fn blocks_model_equals_the_hand_written_one() {
     let want = take_grads(&mut store, &model.params());
 
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
-        let mut c = compile_training(&model).unwrap().with_strategy(s);
-        let loss = c.backward(&store, &phrases, &Loss::metric("loss")).unwrap();
-        close_to(1e-5, &[loss], &[want_loss], &format!("{s:?} loss"));
-        let got = take_grads(&mut store, &model.params());
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            close_to(1e-5, a, b, &format!("{s:?} grad of parameter {k}"));
+        // The cells compiled to vertex functions (the default), and inline.
+        for inline in [false, true] {
+            let mut c = compile_training(&model)
+                .unwrap()
+                .with_strategy(s)
+                .inline_functions(inline);
+            let loss = c.backward(&store, &phrases, &Loss::metric("loss")).unwrap();
+            let what = format!("{s:?} (inline {inline})");
+            close_to(1e-5, &[loss], &[want_loss], &format!("{what} loss"));
+            let got = take_grads(&mut store, &model.params());
+            for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+                close_to(1e-5, a, b, &format!("{what} grad of parameter {k}"));
+            }
+            // Inline: the same number of nodes as the hand-written graph,
+            // less its per-tree sums (blocks sum all losses in one node);
+            // each cell one call node instead of its ops.
+            let (got, hand) = (c.graph().len(), g.len() - trees.len());
+            match inline {
+                true => assert_eq!(got, hand),
+                false => assert!(got < hand, "{what}: {got} nodes, {hand} by hand"),
+            }
         }
-        // The same number of nodes as the hand-written graph, less its
-        // per-tree sums (blocks sum all losses in one node).
-        assert_eq!(c.graph().len(), g.len() - trees.len());
     }
 }
 
