@@ -49,7 +49,9 @@ struct Args {
     #[arg(long)]
     layers: bool,
     /// Instead of the table: the SST example's model with its cells as
-    /// vertex functions against the same model inlined, as `--blocks` does.
+    /// vertex functions against the same model inlined, as `--blocks` does
+    /// (with `--blocks`: the blocks model's functions as vertex functions
+    /// against them run inline).
     #[arg(long)]
     vertex: bool,
     /// Run only these strategies (e.g. `--only agenda` under a profiler).
@@ -115,7 +117,8 @@ fn main() {
             phrases: &phrases,
         };
         let (base, other) = match (args.blocks, args.vertex) {
-            (true, _) => (Form::Layers, Form::Blocks),
+            (true, true) => (Form::BlocksInline, Form::Blocks),
+            (true, false) => (Form::Layers, Form::Blocks),
             (false, true) => (Form::Layers, Form::Vertex),
             (false, false) => (Form::Hand, Form::Layers),
         };
@@ -293,8 +296,10 @@ enum Form {
     Hand,
     /// The SST example's model, from sheaf-nn layers.
     Layers,
-    /// With blocks, compiled.
+    /// With blocks, compiled (cells as vertex functions).
     Blocks,
+    /// With blocks, every `Function` run inline.
+    BlocksInline,
     /// The SST example's model, its cells called as vertex functions.
     Vertex,
 }
@@ -305,6 +310,7 @@ impl Form {
             Form::Hand => "hand-written",
             Form::Layers => "layers",
             Form::Blocks => "blocks",
+            Form::BlocksInline => "blocks inline",
             Form::Vertex => "vertex",
         }
     }
@@ -325,10 +331,11 @@ fn time_form(d: &Data, strategy: Strategy, form: Form) -> Result<f64, String> {
         store = hand_store;
     }
     let mut blocks = match form {
-        Form::Blocks => Some(
+        Form::Blocks | Form::BlocksInline => Some(
             compile_training(&model)
                 .map_err(|e| e.to_string())?
-                .with_strategy(strategy),
+                .with_strategy(strategy)
+                .inline_functions(matches!(form, Form::BlocksInline)),
         ),
         _ => None,
     };
@@ -342,7 +349,7 @@ fn time_form(d: &Data, strategy: Strategy, form: Form) -> Result<f64, String> {
         let (st, op, ex) = (&mut store, &mut opt, Some(&mut exec));
         match (form, &mut blocks) {
             (Form::Hand, _) => w1_hand::train_step(&hand, st, op, &mut g, ex, chunk, ids),
-            (Form::Blocks, Some(c)) => train_step_blocks(c, st, op, phrases),
+            (Form::Blocks | Form::BlocksInline, Some(c)) => train_step_blocks(c, st, op, phrases),
             _ => train_step(&model, st, op, &mut g, ex, chunk, ids),
         }?;
     }

@@ -165,6 +165,15 @@ fn functions_that_cannot_be_traced_run_inline() {
         "an input passed through",
     );
 
+    // Several outputs: a concatenated output and a slice per output would
+    // cost more than the call saves.
+    let two_out = Function::new("both", |g: &mut Graph, (a, b): (Expr, Expr)| {
+        let (x, y) = (g.tanh(a)?, g.sigmoid(b)?);
+        Ok((g.add(x, x)?, g.add(y, y)?))
+    });
+    Compiled::new(state_and_x() >> two_out.clone()).unwrap();
+    check(&|| two_out.is_vertex_function(), false, "several outputs");
+
     // Checked with two input types: each use runs inline.
     let any = Function::new("sq", |g: &mut Graph, x: Expr| {
         let y = g.cmult(x, x)?;

@@ -116,30 +116,26 @@ impl Phrase {
     }
 }
 
-/// The model as blocks: `Phrase -> (state [2H], h [H])` of the root, with
-/// every phrase's loss recorded under the metric `"loss"` when
-/// `every_node` is set (training), and the root's class scores under
-/// `"logits"` otherwise (prediction).
-pub fn blocks(
-    model: &TreeLstm,
-    every_node: bool,
-) -> Result<Reference<Phrase, (Expr, Expr)>, BlockError> {
+/// The model as blocks: `Phrase -> state [2H]` of the root (its `h` is
+/// `Graph::cell_h` of it), with every phrase's loss recorded under the
+/// metric `"loss"` when `every_node` is set (training), and the root's
+/// class scores under `"logits"` otherwise (prediction). Each cell is a
+/// `Function` of tensors with one output, so it compiles to a vertex
+/// function (a parent takes its children's states and reads their `h`
+/// itself).
+pub fn blocks(model: &TreeLstm, every_node: bool) -> Result<Reference<Phrase, Expr>, BlockError> {
     let cfg = model.config().clone();
     let [emb, w_leaf, b_leaf, u, b_int, w_out, b_out] = model.params();
     let (h, p_emb, p_out) = (cfg.hidden, cfg.dropout_embed, cfg.dropout_output);
     let p_rec = cfg.recurrent_dropout;
-    let decl = ForwardDeclaration::<Phrase, (Expr, Expr)>::new(
-        "phrase",
-        Ty::Tuple(vec![Ty::tensor([2 * h]), Ty::tensor([h])]),
-    );
+    let decl = ForwardDeclaration::<Phrase, Expr>::new("phrase", Ty::tensor([2 * h]));
 
     let leaf_cell = Function::new("leaf", move |g: &mut Graph, x: Expr| {
         let x = dropout(g, x, p_emb)?;
         let (wl, bl) = (g.param(&w_leaf), g.param(&b_leaf));
         let gates = g.affine(bl, &[(wl, x)])?;
         let p = if g.is_train() { p_rec } else { 0.0 };
-        let state = leaf_cell(g, gates, p)?;
-        state_and_h(g, state)
+        leaf_cell(g, gates, p)
     });
     let word = Record::new((
         field(
@@ -150,19 +146,16 @@ pub fn blocks(
         field("label", |w: &Word| &w.label, Identity::<u32>::new()),
     ));
 
-    // The cell reads the children's tensors only (the label goes beside
+    // The cell reads the children's states only (the label goes beside
     // it), so it compiles to a vertex function, as the leaf's does.
-    let inner_cell = Function::new(
-        "inner",
-        move |g: &mut Graph, ((sl, hl), (sr, hr)): ((Expr, Expr), (Expr, Expr))| {
-            let hh = g.concat(&[hl, hr])?;
-            let (u, bi) = (g.param(&u), g.param(&b_int));
-            let gates = g.affine(bi, &[(u, hh)])?;
-            let p = if g.is_train() { p_rec } else { 0.0 };
-            let state = node_cell(g, gates, sl, sr, p)?;
-            state_and_h(g, state)
-        },
-    );
+    let inner_cell = Function::new("inner", move |g: &mut Graph, (sl, sr): (Expr, Expr)| {
+        let (hl, hr) = (g.cell_h(sl)?, g.cell_h(sr)?);
+        let hh = g.concat(&[hl, hr])?;
+        let (u, bi) = (g.param(&u), g.param(&b_int));
+        let gates = g.affine(bi, &[(u, hh)])?;
+        let p = if g.is_train() { p_rec } else { 0.0 };
+        node_cell(g, gates, sl, sr, p)
+    });
     let children = Record::new((
         field("left", |p: &Inner| &p.left, decl.reference()),
         field("right", |p: &Inner| &p.right, decl.reference()),
@@ -175,25 +168,20 @@ pub fn blocks(
     let phrase = OneOf::new()
         .case("word", |p: &Phrase| as_word(p), word)
         .case("inner", |p: &Phrase| as_inner(p), inner);
-    let keep = Function::new("state", |_: &mut Graph, (s, _): ((Expr, Expr), ())| Ok(s));
-    let loss = Function::new(
-        "loss",
-        move |g: &mut Graph, ((_, h), label): ((Expr, Expr), u32)| {
-            let h = dropout(g, h, p_out)?;
-            let (wo, bo) = (g.param(&w_out), g.param(&b_out));
-            let logits = g.affine(bo, &[(wo, h)])?;
-            g.pick_neg_log_softmax(logits, label)
-        },
-    );
+    let keep = Function::new("state", |_: &mut Graph, (s, _): (Expr, ())| Ok(s));
+    let loss = Function::new("loss", move |g: &mut Graph, (s, label): (Expr, u32)| {
+        let h = g.cell_h(s)?;
+        let h = dropout(g, h, p_out)?;
+        let (wo, bo) = (g.param(&w_out), g.param(&b_out));
+        let logits = g.affine(bo, &[(wo, h)])?;
+        g.pick_neg_log_softmax(logits, label)
+    });
+    let state = || Function::new("cell", |_: &mut Graph, (s, _): (Expr, u32)| Ok(s));
     if every_node {
-        let tail = AllOf::new((
-            Function::new("cell", |_: &mut Graph, (s, _): ((Expr, Expr), u32)| Ok(s)),
-            loss >> Metric::new("loss"),
-        )) >> keep;
+        let tail = AllOf::new((state(), loss >> Metric::new("loss"))) >> keep;
         decl.resolve(phrase >> tail)?;
     } else {
-        let cell = Function::new("cell", |_: &mut Graph, (s, _): ((Expr, Expr), u32)| Ok(s));
-        decl.resolve(phrase >> cell)?;
+        decl.resolve(phrase >> state())?;
     }
     Ok(decl.reference())
 }
@@ -204,16 +192,17 @@ pub fn root_logits(
 ) -> Result<impl sheaf_blocks::Block<In = Phrase, Out = ()>, BlockError> {
     let [.., w_out, b_out] = model.params();
     Ok(blocks(model, false)?
-        >> Function::new("logits", move |g: &mut Graph, (_, h): (Expr, Expr)| {
+        >> Function::new("logits", move |g: &mut Graph, s: Expr| {
+            let h = g.cell_h(s)?;
             let (wo, bo) = (g.param(&w_out), g.param(&b_out));
             g.affine(bo, &[(wo, h)])
         })
         >> Metric::new("logits"))
 }
 
-/// The compiled training model: the root's `(state, h)` per phrase, every
+/// The compiled training model: the root's state per phrase, every
 /// phrase's loss under the metric `"loss"`.
-pub type TrainingModel = Compiled<Reference<Phrase, (Expr, Expr)>>;
+pub type TrainingModel = Compiled<Reference<Phrase, Expr>>;
 
 /// A compiled training model (every phrase's loss under `"loss"`).
 pub fn compile_training(model: &TreeLstm) -> Result<TrainingModel, BlockError> {
@@ -240,9 +229,4 @@ fn dropout(g: &mut Graph, x: Expr, p: f32) -> Result<Expr, GraphError> {
     } else {
         Ok(x)
     }
-}
-
-fn state_and_h(g: &mut Graph, state: Expr) -> Result<(Expr, Expr), GraphError> {
-    let h = g.cell_h(state)?;
-    Ok((state, h))
 }
