@@ -7,6 +7,8 @@
 //! the repository root with `SHEAF_REQUIRE_GPU=1` (a device that fails to
 //! open fails the tests), prints each test binary's passed / failed /
 //! skipped counts and writes the logs under `$OUT` (or `gpu-bundle/out`).
+//! Test targets behind other features (sheaf-dist's `nccl`) are built
+//! with those.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,6 +33,13 @@ const GPU_TESTS: &[&str] = &[
     "custom_op_cuda",
 ];
 
+/// Test targets with GPU parts built with features of their own, beside
+/// the workspace's `cuda` build: (package, features, target).
+const FEATURE_GPU_TESTS: &[(&str, &str, &str)] = &[
+    // sheaf-dist's NCCL backend: a one-rank communicator on cuda:0.
+    ("sheaf-dist", "nccl", "nccl"),
+];
+
 const RUN: &str = r#"#!/usr/bin/env bash
 # Runs sheaf's GPU tests and benchmarks; from the repository root:
 #   bash gpu-bundle/run.sh [--quick]
@@ -51,6 +60,18 @@ LOGS="$OUT/logs"
 mkdir -p "$LOGS"
 BIN=$(mktemp -d "${TMPDIR:-/tmp}/sheaf-gpu-bundle.XXXXXX")
 tar -xzf gpu-bundle/bin.tar.gz -C "$BIN" || { echo "unpacking gpu-bundle/bin.tar.gz failed"; exit 1; }
+# The nccl test: cudarc loads libnccl.so, which only NCCL's development
+# package provides; where just libnccl.so.2 is found (the libnccl2 package,
+# the nvidia-nccl pip wheel), link it as libnccl.so.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; then
+  nccl2=$( { ldconfig -p 2>/dev/null | sed -n 's/.*libnccl\.so\.2 .*=> //p'
+    python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null
+  } | head -1)
+  if [ -n "$nccl2" ] && [ -e "$nccl2" ]; then
+    mkdir -p "$BIN/lib" && ln -sf "$nccl2" "$BIN/lib/libnccl.so"
+    export LD_LIBRARY_PATH=$BIN/lib:$LD_LIBRARY_PATH
+  fi
+fi
 nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1
 head -12 "$LOGS/nvidia-smi.txt"
 status=0
@@ -124,37 +145,20 @@ pub fn bundle(root: &Path) -> Result<(), String> {
     let bin_dir = dir.join("bin");
     let tests = bin_dir.join("tests");
     std::fs::create_dir_all(&tests).map_err(|e| format!("{}: {e}", tests.display()))?;
-    // Test executables: cargo prints each as a JSON message.
-    let out = Command::new(super::cargo())
-        .current_dir(root)
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .args([
-            "test",
-            "--workspace",
-            "--release",
-            "--features",
-            "cuda",
-            "--no-run",
-            "--message-format=json",
-        ])
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cargo test --no-run: {e}"))?;
-    if !out.status.success() {
-        return Err("building the test executables failed".into());
-    }
     let mut copied = 0;
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let (Some(exe), Some(name)) = (msg["executable"].as_str(), msg["target"]["name"].as_str())
-        else {
-            continue;
-        };
-        if GPU_TESTS.contains(&name) {
-            copy(Path::new(exe), &tests.join(name))?;
+    for (name, exe) in test_executables(root, &["--workspace", "--features", "cuda"])? {
+        if GPU_TESTS.contains(&name.as_str()) {
+            copy(Path::new(&exe), &tests.join(name))?;
             copied += 1;
+        }
+    }
+    for &(pkg, features, target) in FEATURE_GPU_TESTS {
+        let args = ["-p", pkg, "--features", features, "--test", target];
+        for (name, exe) in test_executables(root, &args)? {
+            if name == target {
+                copy(Path::new(&exe), &tests.join(name))?;
+                copied += 1;
+            }
         }
     }
     for (pkg, bin) in [("sheaf-benches", "bench-gpu"), ("sheaf-examples", "sst")] {
@@ -187,6 +191,35 @@ pub fn bundle(root: &Path) -> Result<(), String> {
         packed as f64 / MIB as f64
     );
     Ok(())
+}
+
+/// Builds test executables (`cargo test --release --no-run` with `args`)
+/// and returns each one's (target name, path): cargo prints each as a JSON
+/// message.
+fn test_executables(root: &Path, args: &[&str]) -> Result<Vec<(String, String)>, String> {
+    let out = Command::new(super::cargo())
+        .current_dir(root)
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .args(["test", "--release", "--no-run", "--message-format=json"])
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cargo test --no-run {}: {e}", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the test executables ({}) failed",
+            args.join(" ")
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let msg = serde_json::from_str::<serde_json::Value>(line).ok()?;
+            let exe = msg["executable"].as_str()?;
+            let name = msg["target"]["name"].as_str()?;
+            Some((name.to_string(), exe.to_string()))
+        })
+        .collect())
 }
 
 const MIB: u64 = 1 << 20;

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 
 use bytemuck::Pod;
+use sheaf_tensor::{DType, Device, Tensor};
 
 use crate::error::{DistError, Result};
 
@@ -15,7 +16,9 @@ use crate::error::{DistError, Result};
 ///
 /// Required: rank, size, [`Communicator::all_gather_bytes`] and
 /// [`Communicator::abort`]. Everything else has a default built on the
-/// all-gather; a backend with native collectives (MPI) overrides them.
+/// all-gather; a backend with native collectives (MPI) overrides them. The
+/// tensor collectives stage device tensors through host memory, unless the
+/// backend reduces on the device ([`Communicator::reduces_on`]: NCCL).
 pub trait Communicator {
     /// This process's rank, `0..size`.
     fn rank(&self) -> usize;
@@ -61,6 +64,59 @@ pub trait Communicator {
     /// Waits until every rank got here.
     fn barrier(&self) -> Result<()> {
         self.all_gather_bytes(&[]).map(|_| ())
+    }
+
+    /// Whether [`Communicator::all_reduce_sum_tensor`] and
+    /// [`Communicator::broadcast_tensor`] work on tensors on `device`
+    /// where they are, without a host copy (NCCL, on its rank's device).
+    /// [`crate::GradSync`] then sums dense gradients on the device.
+    fn reduces_on(&self, device: Device) -> bool {
+        let _ = device;
+        false
+    }
+
+    /// Sums an `f32` tensor over the ranks, in place (every rank passes
+    /// one of as many elements). By default through host memory: a device
+    /// tensor is downloaded, summed with [`Communicator::all_reduce_sum`]
+    /// and uploaded again.
+    fn all_reduce_sum_tensor(&self, t: &mut Tensor) -> Result<()> {
+        with_host_values(t, "all_reduce_sum_tensor", |v| self.all_reduce_sum(v))
+    }
+
+    /// Overwrites an `f32` tensor on every rank with `root`'s (through
+    /// host memory by default, as [`Communicator::all_reduce_sum_tensor`]).
+    fn broadcast_tensor(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        with_host_values(t, "broadcast_tensor", |v| self.broadcast(v, root))
+    }
+}
+
+/// Runs `f` on an `f32` tensor's values: in place on the host, or on a host
+/// copy uploaded afterwards where the tensor lives on a device.
+pub(crate) fn with_host_values(
+    t: &mut Tensor,
+    op: &'static str,
+    f: impl FnOnce(&mut [f32]) -> Result<()>,
+) -> Result<()> {
+    check_f32(t, op)?;
+    match t.device() {
+        Device::Cpu => f(t.as_mut_slice::<f32>().map_err(DistError::tensor(op))?),
+        device => {
+            let mut values = t.to_vec::<f32>().map_err(DistError::tensor(op))?;
+            f(&mut values)?;
+            let on_host = Tensor::from_slice(&values, t.shape()).map_err(DistError::tensor(op))?;
+            *t = on_host.to_device(device).map_err(DistError::tensor(op))?;
+            Ok(())
+        }
+    }
+}
+
+/// A [`DistError::Usage`] unless `t` holds `f32`s.
+pub(crate) fn check_f32(t: &Tensor, op: &'static str) -> Result<()> {
+    match t.dtype() {
+        DType::F32 => Ok(()),
+        other => Err(DistError::Usage(format!(
+            "{op}: the tensor holds {other} values, not f32"
+        ))),
     }
 }
 
@@ -158,6 +214,13 @@ impl Communicator for Local {
     }
     fn barrier(&self) -> Result<()> {
         Ok(())
+    }
+    fn all_reduce_sum_tensor(&self, t: &mut Tensor) -> Result<()> {
+        check_f32(t, "all_reduce_sum_tensor")
+    }
+    fn broadcast_tensor(&self, t: &mut Tensor, root: usize) -> Result<()> {
+        check_f32(t, "broadcast_tensor")?;
+        self.broadcast(&mut [], root)
     }
 }
 

@@ -46,6 +46,10 @@ pub enum DistError {
     /// The MPI runtime could not start.
     #[error("MPI: {0}")]
     Mpi(String),
+    /// NCCL could not start (no GPU for this rank, no NCCL library) or a
+    /// collective failed.
+    #[error("NCCL: {0}")]
+    Nccl(String),
     /// Reading or writing a parameter or gradient failed.
     #[error("{context}: {source}")]
     Tensor {

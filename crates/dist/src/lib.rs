@@ -15,8 +15,14 @@
 //! - [`Threads`]: ranks as threads of one process (tests, trying it out);
 //! - `Mpi` (feature `mpi`): MPI through rsmpi over the system's Open MPI,
 //!   for processes on one machine or many. Building it needs Open MPI and
-//!   libclang (Debian: `libopenmpi-dev openmpi-bin libclang-dev`); no
-//!   feature is on by default.
+//!   libclang (Debian: `libopenmpi-dev openmpi-bin libclang-dev`);
+//! - `Nccl` (feature `nccl`): NCCL, one rank per GPU; tensors on the
+//!   rank's GPU are summed and broadcast on the device, so [`GradSync`]
+//!   sums dense gradients there. Its unique id travels over one of the
+//!   others (MPI across processes, [`Local`] for one rank). cudarc loads
+//!   libcuda and libnccl at run time: it builds without either.
+//!
+//! No feature is on by default.
 //!
 //! ```
 //! use sheaf_dist::{shard, Communicator, Local};
@@ -29,6 +35,8 @@ mod comm;
 mod error;
 #[cfg(feature = "mpi")]
 mod mpi_comm;
+#[cfg(feature = "nccl")]
+mod nccl_comm;
 mod shard;
 mod sync;
 
@@ -36,6 +44,8 @@ pub use comm::{Communicator, CommunicatorExt, Local, Threads};
 pub use error::{DistError, Result};
 #[cfg(feature = "mpi")]
 pub use mpi_comm::{launched_by_mpirun, Mpi};
+#[cfg(feature = "nccl")]
+pub use nccl_comm::{local_rank, Nccl};
 pub use shard::shard;
 pub use sync::{
     broadcast_params, check_in_sync, check_same_model, GradSync, SyncStats, DEFAULT_BUCKET_BYTES,

@@ -3,12 +3,16 @@
 //! ([`broadcast_params`]), the periodic comparison ([`check_in_sync`]) and
 //! the check that every rank runs the same model ([`check_same_model`]).
 //!
-//! Gradients of parameters on a device are staged through host memory.
+//! Gradients of parameters on a device are staged through host memory,
+//! except where the communicator reduces on that device
+//! ([`Communicator::reduces_on`]: NCCL): dense buckets are then summed
+//! there, copied into one flat device buffer per bucket and back with
+//! device copies.
 
 use std::time::Instant;
 
 use sheaf_autodiff::{GradAcc, Param, ParamStore};
-use sheaf_tensor::{Device, Shape, Tensor};
+use sheaf_tensor::{Backend, DType, Device, Shape, Tensor};
 
 use crate::comm::{Communicator, CommunicatorExt};
 use crate::error::{DistError, Result};
@@ -52,18 +56,27 @@ impl std::ops::AddAssign for SyncStats {
 ///   a sparse optimizer updates exactly the rows the whole minibatch
 ///   touched.
 ///
-/// With one rank it does nothing. Where the loss is a mean over the
-/// minibatch, each rank scales its loss by the GLOBAL instance count
-/// before its backward; the sum is then the gradient of the mean.
+/// A bucket whose gradients all live on a device the communicator reduces
+/// on ([`Communicator::reduces_on`]: NCCL on its GPU) is summed there: the
+/// gradients are copied into one flat device buffer, summed in place, and
+/// copied back, all on the device's stream. Other buckets go through host
+/// memory.
+///
+/// With one rank it does nothing (unless [`GradSync::with_one_rank`]).
+/// Where the loss is a mean over the minibatch, each rank scales its loss
+/// by the GLOBAL instance count before its backward; the sum is then the
+/// gradient of the mean.
 #[derive(Debug, Clone)]
 pub struct GradSync {
     bucket_bytes: usize,
+    one_rank: bool,
 }
 
 impl Default for GradSync {
     fn default() -> Self {
         GradSync {
             bucket_bytes: DEFAULT_BUCKET_BYTES,
+            one_rank: false,
         }
     }
 }
@@ -92,7 +105,17 @@ impl GradSync {
     pub fn with_bucket_bytes(bytes: usize) -> GradSync {
         GradSync {
             bucket_bytes: bytes.max(4),
+            ..GradSync::default()
         }
+    }
+
+    /// Runs the whole exchange even with one rank (`on`), where it would
+    /// otherwise return at once: the buckets, copies and collectives of a
+    /// backend run for real, which is how a backend is tested on one
+    /// device (NCCL on one GPU). The gradients come out unchanged.
+    pub fn with_one_rank(mut self, on: bool) -> GradSync {
+        self.one_rank = on;
+        self
     }
 
     /// The bucket size in bytes.
@@ -105,7 +128,7 @@ impl GradSync {
     /// optimizer step, with a store of the same parameters.
     pub fn sync(&self, comm: &dyn Communicator, store: &ParamStore) -> Result<SyncStats> {
         let mut stats = SyncStats::default();
-        if comm.size() == 1 {
+        if comm.size() == 1 && !self.one_rank {
             return Ok(stats);
         }
         let start = Instant::now();
@@ -203,35 +226,132 @@ impl GradSync {
                 end += 1;
             }
             let bucket = &dense[start..end];
-            let mut flat = Vec::with_capacity(len);
-            for (p, _) in bucket {
-                let acc = store.lock_grad(p.id(), "distributed sync")?;
-                match acc.grad.device() {
-                    // Straight from host memory, without a copy of its own.
-                    Device::Cpu => flat.extend_from_slice(acc.grad.as_slice::<f32>().map_err(
-                        DistError::tensor(context(store, p, "reading the gradient of")),
-                    )?),
-                    _ => flat.extend_from_slice(&host(&acc.grad, store, p)?),
-                }
-            }
-            comm.all_reduce_sum(&mut flat)?;
-            let mut at = 0;
-            for &(p, route) in bucket {
-                let n = numel(p);
-                let mut acc = store.lock_grad(p.id(), "distributed sync")?;
-                write_host(&mut acc, &flat[at..at + n], store, p)?;
-                // Written densely on some rank: so it is on every rank now
-                // (a table summed densely for its rows keeps its row list).
-                if route == Route::Dense {
-                    acc.dense = true;
-                }
-                at += n;
+            match bucket_device(comm, store, bucket)? {
+                Some(device) => device_bucket(comm, store, bucket, len, device)?,
+                None => host_bucket(comm, store, bucket, len)?,
             }
             stats.buckets += 1;
             stats.dense_bytes += len * 4;
             start = end;
         }
         Ok(())
+    }
+}
+
+/// The device on which every gradient of `bucket` lives, if the
+/// communicator reduces there; `None` (the host route) otherwise. (No
+/// backend reduces "on" the CPU, but one that said so would take the
+/// tensor route there: how the tests check that route without a GPU.)
+fn bucket_device(
+    comm: &dyn Communicator,
+    store: &ParamStore,
+    bucket: &[(&Param, Route)],
+) -> Result<Option<Device>> {
+    let mut on = None;
+    for (p, _) in bucket {
+        let device = store.lock_grad(p.id(), "distributed sync")?.grad.device();
+        if !comm.reduces_on(device) || on.is_some_and(|d| d != device) {
+            return Ok(None);
+        }
+        on = Some(device);
+    }
+    Ok(on)
+}
+
+/// Sums one bucket of `len` values through host memory: gathered into one
+/// host buffer, summed by [`Communicator::all_reduce_sum`], written back.
+fn host_bucket(
+    comm: &dyn Communicator,
+    store: &ParamStore,
+    bucket: &[(&Param, Route)],
+    len: usize,
+) -> Result<()> {
+    let mut flat = Vec::with_capacity(len);
+    for (p, _) in bucket {
+        let acc = store.lock_grad(p.id(), "distributed sync")?;
+        match acc.grad.device() {
+            // Straight from host memory, without a copy of its own.
+            Device::Cpu => flat.extend_from_slice(acc.grad.as_slice::<f32>().map_err(
+                DistError::tensor(context(store, p, "reading the gradient of")),
+            )?),
+            _ => flat.extend_from_slice(&host(&acc.grad, store, p)?),
+        }
+    }
+    comm.all_reduce_sum(&mut flat)?;
+    let mut at = 0;
+    for &(p, route) in bucket {
+        let n = numel(p);
+        let mut acc = store.lock_grad(p.id(), "distributed sync")?;
+        write_host(&mut acc, &flat[at..at + n], store, p)?;
+        mark_dense(&mut acc, route);
+        at += n;
+    }
+    Ok(())
+}
+
+/// Sums one bucket of `len` values on `device`: the gradients copied into
+/// one flat device buffer, summed in place by
+/// [`Communicator::all_reduce_sum_tensor`], copied back (device copies, all
+/// on the device's stream; the host does not wait).
+fn device_bucket(
+    comm: &dyn Communicator,
+    store: &ParamStore,
+    bucket: &[(&Param, Route)],
+    len: usize,
+    device: Device,
+) -> Result<()> {
+    let summing = || format!("summing a gradient bucket on {device}");
+    let backend = device.backend().map_err(DistError::tensor(summing()))?;
+    let mut flat =
+        Tensor::zeros([len], DType::F32, device).map_err(DistError::tensor(summing()))?;
+    let mut at = 0;
+    for (p, _) in bucket {
+        let n = numel(p);
+        let acc = store.lock_grad(p.id(), "distributed sync")?;
+        copy_flat(backend, &acc.grad, 0, &mut flat, at, n).map_err(DistError::tensor(context(
+            store,
+            p,
+            "reading the gradient of",
+        )))?;
+        at += n;
+    }
+    comm.all_reduce_sum_tensor(&mut flat)?;
+    let mut at = 0;
+    for &(p, route) in bucket {
+        let n = numel(p);
+        let mut acc = store.lock_grad(p.id(), "distributed sync")?;
+        copy_flat(backend, &flat, at, &mut acc.grad, 0, n).map_err(DistError::tensor(context(
+            store,
+            p,
+            "writing the gradient of",
+        )))?;
+        mark_dense(&mut acc, route);
+        at += n;
+    }
+    Ok(())
+}
+
+/// Copies `n` values of `src` from `src_at` into `dst` from `dst_at`, both
+/// seen as flat vectors (a device copy on a device).
+#[allow(clippy::result_large_err)]
+fn copy_flat(
+    backend: &dyn Backend,
+    src: &Tensor,
+    src_at: usize,
+    dst: &mut Tensor,
+    dst_at: usize,
+    n: usize,
+) -> sheaf_tensor::Result<()> {
+    let src = src.reshape([src.numel()])?;
+    let len = dst.numel();
+    backend.copy_rows(&src, src_at, dst.view_mut()?.reshape([len])?, dst_at, n)
+}
+
+/// Written densely on some rank: so it is on every rank now (a table summed
+/// densely for its rows keeps its row list).
+fn mark_dense(acc: &mut GradAcc, route: Route) {
+    if route == Route::Dense {
+        acc.dense = true;
     }
 }
 
@@ -368,6 +488,10 @@ pub fn broadcast_params(comm: &dyn Communicator, store: &mut ParamStore) -> Resu
     }
     check_same_model(comm, store, 0)?;
     for p in store.params() {
+        if comm.reduces_on(store.value(&p)?.device()) {
+            comm.broadcast_tensor(store.value_mut(&p)?, 0)?;
+            continue;
+        }
         let mut values = host(store.value(&p)?, store, &p)?;
         comm.broadcast(&mut values, 0)?;
         let err = DistError::tensor(context(store, &p, "writing"));

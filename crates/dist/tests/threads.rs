@@ -7,7 +7,10 @@
 //!   exchange and the dense route), and with one rank;
 //! - [`broadcast_params`], [`check_in_sync`], [`check_same_model`];
 //! - the collectives of [`Threads`] (all-gather, sums, broadcast, barrier,
-//!   many rounds, mismatched lengths, abort).
+//!   many rounds, mismatched lengths, abort), and the tensor collectives'
+//!   host defaults;
+//! - GradSync's tensor route (what NCCL takes on its GPU: one flat tensor
+//!   per bucket) on host tensors, against the host route.
 //!
 //! Results are compared BIT FOR BIT across ranks, and against a sum that
 //! the test computes in rank order (from 0.0) within `|got - want| <=
@@ -25,7 +28,7 @@ use sheaf_dist::{
     broadcast_params, check_in_sync, check_same_model, Communicator, CommunicatorExt, DistError,
     GradSync, Local, SyncStats, Threads,
 };
-use sheaf_tensor::{Shape, Tensor};
+use sheaf_tensor::{DType, Device, Shape, Tensor};
 
 const TOL: f32 = 1e-6;
 
@@ -674,6 +677,120 @@ fn abort_wakes_the_ranks_waiting_in_a_collective() {
             let e = r.expect_err("aborted");
             let aborted = matches!(e, DistError::Aborted { rank: r, code: 7 } if r == rank);
             assert!(aborted, "rank {rank}: {e}");
+        }
+    }
+}
+
+// ---- Tensor collectives and GradSync's tensor route --------------------
+
+#[test]
+fn tensor_collectives_sum_and_broadcast_host_tensors() {
+    let out = on_ranks(3, |comm| {
+        let r = comm.rank();
+        let mut t = Tensor::from_vec((0..6).map(|i| gval(r, 0, i)).collect(), [2, 3]).unwrap();
+        comm.all_reduce_sum_tensor(&mut t).unwrap();
+        let mut b = Tensor::from_vec(vec![r as f32; 4], [4]).unwrap();
+        comm.broadcast_tensor(&mut b, 2).unwrap();
+        let mut ints = Tensor::zeros([2], DType::I32, Device::Cpu).unwrap();
+        let bad = comm.all_reduce_sum_tensor(&mut ints).unwrap_err();
+        (t.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap(), bad)
+    });
+    let want: Vec<_> = (0..6).map(|i| rank_sum(0..3, |r| gval(r, 0, i))).collect();
+    for (rank, (sum, b, bad)) in out.iter().enumerate() {
+        assert_eq!(bits(sum), bits(&want), "rank {rank}");
+        assert_eq!(b, &[2.0; 4], "rank {rank}");
+        assert!(matches!(bad, DistError::Usage(_)), "rank {rank}: {bad}");
+    }
+    let mut t = Tensor::from_vec(vec![1.5f32, -2.0], [2]).unwrap();
+    Local.all_reduce_sum_tensor(&mut t).unwrap();
+    Local.broadcast_tensor(&mut t, 0).unwrap();
+    assert_eq!(t.to_vec::<f32>().unwrap(), [1.5, -2.0]);
+    assert!(Local.broadcast_tensor(&mut t, 1).is_err());
+}
+
+/// [`Threads`] that say they sum tensors where they are on the CPU, so
+/// that [`GradSync`] takes its tensor route on host tensors: one flat
+/// tensor per bucket, the gradients copied in and out by the backend,
+/// summed by [`Communicator::all_reduce_sum_tensor`]. NCCL takes this
+/// route on its GPU; here it is checked without one.
+struct TensorRoute(Threads);
+
+impl Communicator for TensorRoute {
+    fn rank(&self) -> usize {
+        self.0.rank()
+    }
+    fn size(&self) -> usize {
+        self.0.size()
+    }
+    fn backend(&self) -> &'static str {
+        "threads (tensor route)"
+    }
+    fn all_gather_bytes(&self, mine: &[u8]) -> sheaf_dist::Result<Vec<Vec<u8>>> {
+        self.0.all_gather_bytes(mine)
+    }
+    fn abort(&self, code: i32) -> ! {
+        self.0.abort(code)
+    }
+    fn reduces_on(&self, device: Device) -> bool {
+        device == Device::Cpu
+    }
+}
+
+/// [`DENSE`], a table exchanged as (ids, rows) and one summed densely.
+const MIXED: &[Spec] = &[
+    ("w", &[2, 3], false),
+    ("b", &[4], false),
+    ("c", &[10], false),
+    ("idle", &[3], false),
+    ("v", &[5], false),
+    ("emb", &[10, 4], true),
+    ("small", &[2, 3], true),
+];
+
+/// Rank `r` of `n`'s gradients of [`MIXED`].
+fn mixed_grads(store: &ParamStore, params: &[Param], r: usize, n: usize) {
+    for (k, p) in params.iter().enumerate().take(5) {
+        if writes(k, r, n) {
+            let numel = p.shape().numel().unwrap();
+            let g: Vec<f32> = (0..numel).map(|i| gval(r, k, i)).collect();
+            set_dense(store, p, &g);
+        }
+    }
+    set_rows(store, &params[5], &[[1, 3], [3, 8], [0, 0]][r], |row, c| {
+        gval(r, 5, row * 4 + c)
+    });
+    set_rows(store, &params[6], &[0, 1], |row, c| gval(r, 6, row * 3 + c));
+}
+
+#[test]
+fn the_tensor_route_gives_the_host_route_s_gradients_bit_for_bit() {
+    for n in [1, 2, 3] {
+        for bytes in [1, 40, sheaf_dist::DEFAULT_BUCKET_BYTES] {
+            let sync = GradSync::with_bucket_bytes(bytes).with_one_rank(true);
+            let out = on_ranks(n, |comm| {
+                let run = |tensor_route: bool| {
+                    let (store, params) = build(MIXED, 0);
+                    mixed_grads(&store, &params, comm.rank(), n);
+                    let stats = match tensor_route {
+                        true => sync.sync(&TensorRoute(comm.clone()), &store),
+                        false => sync.sync(&comm, &store),
+                    }
+                    .unwrap();
+                    (stats, accs(&store, &params))
+                };
+                (run(false), run(true))
+            });
+            let what = format!("{n} ranks, buckets of {bytes} bytes");
+            for (rank, ((hs, host), (ts, tensor))) in out.iter().enumerate() {
+                let counts = |s: &SyncStats| (s.buckets, s.dense_bytes, s.sparse_bytes);
+                assert_eq!(counts(ts), counts(hs), "{what}: rank {rank}");
+                assert!(hs.buckets > 0, "{what}");
+                for (k, (t, h)) in tensor.iter().zip(host).enumerate() {
+                    let name = MIXED[k].0;
+                    assert_eq!(bits(&t.grad), bits(&h.grad), "{what}: rank {rank} {name}");
+                    assert_eq!((&t.rows, t.dense), (&h.rows, h.dense), "{what}: {name}");
+                }
+            }
         }
     }
 }

@@ -49,6 +49,9 @@ pub enum CudaError {
     /// An argument is invalid for another reason.
     #[error("{kernel}: {what}")]
     Invalid { kernel: &'static str, what: String },
+    /// An NCCL collective (or making a communicator) failed.
+    #[error("{op}: NCCL error: {what}")]
+    Nccl { op: &'static str, what: String },
     /// An index VALUE was out of range; found by a kernel on the device and
     /// reported at the next synchronisation ([`crate::CudaKernels::check`]).
     #[error("{kernel}: index {index} at position {position} is out of range for {bound} rows")]

@@ -17,6 +17,9 @@
 //! host before a launch ([`CudaError::Len`], [`CudaError::Invalid`]); index
 //! VALUES live on the device and are checked there, reported by the next
 //! [`CudaKernels::check`] or download as [`CudaError::Index`].
+//!
+//! Feature `nccl`: `NcclComm`, NCCL's collectives on device slices, on
+//! the kernels' stream (libnccl, too, is loaded at run time).
 
 mod cells;
 mod context;
@@ -24,6 +27,8 @@ mod elementwise;
 mod error;
 mod gemm;
 mod launch;
+#[cfg(feature = "nccl")]
+mod nccl;
 mod optim;
 pub mod ptx;
 mod rows;
@@ -35,11 +40,14 @@ pub use context::{
     CudaKernels, STAGING_MAX,
 };
 pub use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaView, CudaViewMut, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig,
+    PushKernelArg, ValidAsZeroBits,
 };
 pub use elementwise::{Map, Zip};
 pub use error::{CudaError, Result};
 pub use gemm::Operand;
+#[cfg(feature = "nccl")]
+pub use nccl::{check_nccl, nccl_present, nccl_unique_id, NcclComm, NcclType, NCCL_ID_BYTES};
 pub use optim::{AdamArgs, RowSet};
 pub use user::UserKernel;
 

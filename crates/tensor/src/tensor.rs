@@ -482,6 +482,41 @@ impl Tensor {
         Arc::get_mut(&mut self.storage).ok_or(TensorError::AllocFailed { bytes: 0 })
     }
 
+    /// Runs `f` on this tensor's device memory and on the stream every
+    /// kernel of its device runs on, copying first if the storage is shared
+    /// (copy-on-write, as [`Tensor::view_mut`]): how device memory is handed
+    /// to a library that works on it directly (NCCL in `sheaf-dist`).
+    ///
+    /// The view holds the elements as 4-byte words typed `f32`, whatever
+    /// the dtype (check [`Tensor::dtype`] before doing arithmetic on them).
+    /// Queue work on the view on `stream` only: it is then ordered after
+    /// the kernels that wrote the tensor and before those that read it,
+    /// with no host wait. A host tensor is a
+    /// [`TensorError::InvalidArgument`].
+    #[cfg(feature = "cuda")]
+    pub fn with_cuda_slice_mut<R>(
+        &mut self,
+        f: impl FnOnce(
+            &mut sheaf_kernels_cuda::CudaViewMut<'_, f32>,
+            &Arc<sheaf_kernels_cuda::CudaStream>,
+        ) -> R,
+    ) -> Result<R> {
+        const OP: &str = "with_cuda_slice_mut";
+        let not_on_device = TensorError::InvalidArgument {
+            op: OP,
+            arg: "self",
+            reason: "is in host memory, not on a CUDA device",
+        };
+        let Device::Cuda(ordinal) = self.device() else {
+            return Err(not_on_device);
+        };
+        let stream = crate::cuda::CudaBackend::global(ordinal)?
+            .kernels()
+            .stream();
+        let mut view = self.view_mut()?.into_cuda_view().ok_or(not_on_device)?;
+        Ok(f(&mut view, stream))
+    }
+
     /// The device elements of this view (crate-internal: backends).
     #[cfg(feature = "cuda")]
     pub(crate) fn cuda_view(&self) -> Option<sheaf_kernels_cuda::CudaView<'_, f32>> {

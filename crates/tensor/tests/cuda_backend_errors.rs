@@ -534,3 +534,32 @@ fn device_tensors_dropped_on_fresh_threads_are_freed() {
     }
     gpu.cuda().unwrap().synchronize().unwrap();
 }
+
+/// `Tensor::with_cuda_slice_mut` hands out exactly the tensor's device
+/// words (a view of rows: those rows), copies shared storage first, and
+/// refuses a host tensor.
+#[test]
+fn cuda_slice_access_covers_the_view_and_copies_shared_storage() {
+    let mut on_host = rand([2, 3], 1);
+    assert!(matches!(
+        on_host.with_cuda_slice_mut(|_, _| ()),
+        Err(TensorError::InvalidArgument { .. })
+    ));
+    let Some(_gpu) = gpu() else { return };
+    let values = rand([6, 5], 2);
+    let t = values.to_device(CUDA).unwrap();
+    let mut rows = t.rows(2..4).unwrap();
+    let len = rows
+        .with_cuda_slice_mut(|view, stream| {
+            stream.memset_zeros(view).unwrap();
+            view.len()
+        })
+        .unwrap();
+    assert_eq!(len, 10);
+    assert!(
+        !rows.shares_storage(&t),
+        "written while shared: a copy first"
+    );
+    assert_eq!(host(&rows), [0.0; 10]);
+    assert_eq!(host(&t), host(&values), "the shared original is unchanged");
+}
