@@ -207,13 +207,19 @@ impl VertexCells {
         let h = m.hidden;
         let m = *m;
         let err = |e: sheaf_autodiff::GraphError| format!("tracing a W3 vertex function: {e}");
-        let leaf = VertexFn::trace("w3_leaf", &[Shape::from([h])], move |g, a| {
-            Ok(vec![leaf_cell(g, &m, a[0])?])
+        // A leaf is its word's lookup and cell (the word id as the call's
+        // data); a node reads its children's states and takes their `h`
+        // itself: one graph node per tree node.
+        let leaf = VertexFn::trace_with_data("w3_leaf", &[], move |g, _, word| {
+            let emb = g.param(&m.emb);
+            let x = g.lookup(emb, word)?;
+            Ok(vec![leaf_cell(g, &m, x)?])
         })
         .map_err(err)?;
-        let (s, hs) = (Shape::from([2 * h]), Shape::from([h]));
-        let node = VertexFn::trace("w3_node", &[s, s, hs, hs], move |g, a| {
-            Ok(vec![node_cell(g, &m, [a[0], a[1], a[2], a[3]])?])
+        let s = Shape::from([2 * h]);
+        let node = VertexFn::trace("w3_node", &[s, s], move |g, a| {
+            let (hl, hr) = (g.cell_h(a[0])?, g.cell_h(a[1])?);
+            Ok(vec![node_cell(g, &m, [a[0], a[1], hl, hr])?])
         })
         .map_err(err)?;
         Ok(VertexCells { leaf, node })
@@ -238,15 +244,15 @@ pub fn build_tree_with(
     let mut hs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
     for (pos, node) in tree.nodes.iter().enumerate() {
         let state = match *node {
-            TreeNode::Leaf { word } => {
-                let emb = g.param(&m.emb);
-                let x = g.lookup(emb, word).map_err(err)?;
-                match cells {
-                    None => leaf_cell(g, m, x),
-                    Some(c) => g.call_one(&c.leaf, &[x]),
+            TreeNode::Leaf { word } => match cells {
+                None => {
+                    let emb = g.param(&m.emb);
+                    let x = g.lookup(emb, word).map_err(err)?;
+                    leaf_cell(g, m, x)
                 }
-                .map_err(err)?
+                Some(c) => g.call_with_data(&c.leaf, &[], word),
             }
+            .map_err(err)?,
             TreeNode::Inner { left, right } => {
                 let child = |c: u32| {
                     let c = c as usize;
@@ -258,13 +264,14 @@ pub fn build_tree_with(
                 let ((sl, hl), (sr, hr)) = (child(left)?, child(right)?);
                 match cells {
                     None => node_cell(g, m, [sl, sr, hl, hr]),
-                    Some(c) => g.call_one(&c.node, &[sl, sr, hl, hr]),
+                    Some(c) => g.call_one(&c.node, &[sl, sr]),
                 }
                 .map_err(err)?
             }
         };
-        // Only a parent reads `h`; the root's is never asked for.
-        let h = if pos + 1 < tree.nodes.len() {
+        // Only an inlined parent reads `h` (a called one takes it itself);
+        // the root's is never asked for.
+        let h = if pos + 1 < tree.nodes.len() && cells.is_none() {
             g.cell_h(state).map_err(err)?
         } else {
             state

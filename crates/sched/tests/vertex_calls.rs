@@ -325,3 +325,108 @@ fn called_cells_on_the_gpu_equal_the_cpu() {
     }
     store.to_device(Device::Cpu).unwrap();
 }
+
+/// The model with per-call data: a leaf's lookup inside its function
+/// (the word id as the call's data), every node's output layer and loss
+/// one call (the label as its data).
+fn loss_with_data(
+    g: &mut Graph,
+    fns: &(VertexFn, VertexFn, VertexFn),
+    trees: &[Vec<Node>],
+) -> Result<Expr> {
+    let (leaf, node, out) = fns;
+    let mut losses = Vec::new();
+    for t in trees {
+        let mut states = Vec::new();
+        for (i, n) in t.iter().enumerate() {
+            let s = match n {
+                Node::Leaf(w) => g.call_with_data(leaf, &[], *w)?,
+                Node::Inner(l, r) => g.call_one(node, &[states[*l], states[*r]])?,
+            };
+            states.push(s);
+            losses.push(g.call_with_data(out, &[s], (i % C) as u32)?);
+        }
+    }
+    g.sum(&losses)
+}
+
+fn functions_with_data(m: Model) -> (VertexFn, VertexFn, VertexFn) {
+    let leaf = VertexFn::trace_with_data("leaf_word", &[], move |g, _, word| {
+        let emb = g.param(&m.emb);
+        let x = g.lookup(emb, word)?;
+        Ok(vec![m.leaf(g, x)?])
+    });
+    let s = Shape::from([2 * H]);
+    let out = VertexFn::trace_with_data("out_loss", &[s], move |g, a, label| {
+        let h = g.cell_h(a[0])?;
+        let (wo, bo) = (g.param(&m.wo), g.param(&m.bo));
+        let logits = g.affine(bo, &[(wo, h)])?;
+        Ok(vec![g.pick_neg_log_softmax(logits, label)?])
+    });
+    let (_, node) = functions(m);
+    (leaf.unwrap(), node, out.unwrap())
+}
+
+#[test]
+fn per_call_data_puts_lookups_and_losses_inside_functions() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let params = m.params();
+    let trees = forest(&mut Lcg(21), 12);
+    let fns = functions_with_data(m);
+    assert!(fns.0.reads_data() && fns.2.reads_data() && !fns.1.reads_data());
+    let (want, want_g) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    let nodes = |with: bool| {
+        let mut g = Graph::new();
+        match with {
+            true => loss_with_data(&mut g, &fns, &trees).unwrap(),
+            false => loss(&mut g, &m, None, &trees).unwrap(),
+        };
+        g.len()
+    };
+    assert!(
+        3 * nodes(true) < nodes(false),
+        "{} nodes with per-call data, {} inline",
+        nodes(true),
+        nodes(false)
+    );
+    let mut execs: Vec<Option<Executor>> = vec![None];
+    for s in [Strategy::Depth, Strategy::Agenda, Strategy::Auto] {
+        execs.push(Some(Executor::new(s)));
+    }
+    for mut ex in execs {
+        let what = ex
+            .as_ref()
+            .map_or("Sequential".into(), |e| format!("{:?}", e.strategy()));
+        for round in 0..2 {
+            let (v, grads) = run(&mut store, &params, ex.as_mut(), |g| {
+                loss_with_data(g, &fns, &trees)
+            });
+            close(&format!("{what} round {round} loss"), &[v], &[want]);
+            for (k, (a, b)) in grads.iter().zip(&want_g).enumerate() {
+                close(&format!("{what} round {round} gradient {k}"), a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn per_call_data_errors() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let (leaf, node, _) = functions_with_data(m);
+    let mut g = Graph::new();
+    let e = g
+        .call_with_data(&leaf, &[], V as u32)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("leaf_word") && e.contains(&format!("{V}")) && e.contains("out of range"),
+        "{e}"
+    );
+    let e = g.call_one(&leaf, &[]).unwrap_err().to_string();
+    assert!(e.contains("call_with_data"), "{e}");
+    let x = g.input(Tensor::zeros([2 * H], sheaf_tensor::DType::F32, Device::Cpu).unwrap());
+    let e = g.call_with_data(&node, &[x, x], 0).unwrap_err().to_string();
+    assert!(e.contains("reads no per-call data"), "{e}");
+}

@@ -131,6 +131,10 @@ impl Graph {
     pub fn lookup(&mut self, table: Expr, word: u32) -> Result<Expr> {
         let node = self.check(table, "lookup")?;
         let shape = self.node(node).shape();
+        let rows = shape.dims().first().copied().unwrap_or(0);
+        if shape.rank() == 2 && self.call_data_below(word, rows) {
+            return self.apply_with_data(&LOOKUP, &[table], 0, word);
+        }
         if shape.rank() == 2 && word as usize >= shape.dims()[0] {
             return Err(GraphError::Data {
                 op: "lookup",
@@ -151,6 +155,10 @@ impl Graph {
     pub fn pick(&mut self, x: Expr, index: u32) -> Result<Expr> {
         let node = self.check(x, "pick")?;
         let shape = self.node(node).shape();
+        let n = shape.dims().first().copied().unwrap_or(0);
+        if shape.rank() == 1 && self.call_data_below(index, n) {
+            return self.apply_with_data(&PICK, &[x], 0, index);
+        }
         if shape.rank() == 1 && index as usize >= shape.dims()[0] {
             return Err(GraphError::Data {
                 op: "pick",

@@ -130,6 +130,10 @@ impl Graph {
     pub fn pick_neg_log_softmax(&mut self, x: Expr, class: u32) -> Result<Expr> {
         let node = self.check(x, PNLS)?;
         let shape = self.node(node).shape();
+        let n = shape.dims().first().copied().unwrap_or(0);
+        if shape.rank() == 1 && n > 0 && self.call_data_below(class, n) {
+            return self.apply_with_data(&PICK_NEG_LOG_SOFTMAX, &[x], 0, class);
+        }
         if shape.rank() == 1 && shape.dims()[0] > 0 && class as usize >= shape.dims()[0] {
             return Err(GraphError::Data {
                 op: PNLS,

@@ -234,6 +234,7 @@ impl Op for CallOp {
         let Forward {
             backend: be,
             args: call_args,
+            data: call_data,
             seeds: call_seeds,
             train,
             out,
@@ -258,7 +259,10 @@ impl Op for CallOp {
             for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
             }
-            data.fill(s.data);
+            match s.data == super::VertexFn::DATA {
+                true => data.copy_from_slice(call_data),
+                false => data.fill(s.data),
+            }
             let aux = match s.aux {
                 Some((r, shape)) => match regions[r].take() {
                     Some(a) => Some(a.reshape(Shape::stack(b, shape)?)?),
@@ -320,6 +324,7 @@ impl Op for CallOp {
         let t = &self.0;
         let b = cx.batch();
         let (be, call_args, aux, dout, out) = (cx.backend, cx.args, cx.aux, cx.dout, cx.out);
+        let call_data = cx.data;
         let kept = cx.kept();
         let n_args = t.arg_shapes.len();
         let last = t.steps.len() - 1;
@@ -364,7 +369,10 @@ impl Op for CallOp {
             for (k, &seed) in cx.seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
             }
-            data.fill(s.data);
+            match s.data == super::VertexFn::DATA {
+                true => data.copy_from_slice(call_data),
+                false => data.fill(s.data),
+            }
             let value = values[j].clone().unwrap_or_else(|| out.clone());
             // Where each argument's gradient goes. A target used twice by
             // this op (or a parameter read per call) gets a buffer of its

@@ -112,6 +112,8 @@ struct Template {
     /// Tensors a call keeps: every step's value but the last, and what the
     /// steps' ops keep themselves.
     keeps: usize,
+    /// Whether steps read the call's data, and the bound it must be below.
+    data_below: Option<usize>,
     /// `(offset, shape)` of each output within the call's output: one
     /// output is the whole of it, several are concatenated flat.
     outputs: Vec<(usize, Shape)>,
@@ -125,6 +127,36 @@ struct Template {
 pub(crate) struct Tracing {
     pub(crate) name: &'static str,
     pub(crate) params: Vec<Param>,
+    /// The smallest bound an op put on the call's data ([`VertexFn::DATA`]),
+    /// checked at each call instead; `None` if no op reads it.
+    pub(crate) data_below: Option<usize>,
+}
+
+impl Graph {
+    /// For ops that check per-node data (an index, a word id, a class)
+    /// against `limit` when added: whether `value` is F's per-call data
+    /// ([`VertexFn::DATA`]) while tracing, its check then made at each
+    /// call. Returns false otherwise (the op checks `value` itself).
+    pub(crate) fn call_data_below(&mut self, value: u32, limit: usize) -> bool {
+        match (&mut self.tracing, value == VertexFn::DATA) {
+            (Some(t), true) => {
+                t.data_below = Some(t.data_below.map_or(limit, |d| d.min(limit)));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Errors for a function that reads per-call data called without any.
+fn no_data(f: &VertexFn) -> Result<()> {
+    match f.template.data_below {
+        Some(_) => Err(params_err(
+            f.template.name,
+            "reads per-call data: call it with Graph::call_with_data".into(),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn params_err(name: &str, what: String) -> GraphError {
@@ -150,6 +182,7 @@ impl VertexFn {
         g.tracing = Some(Box::new(Tracing {
             name,
             params: Vec::new(),
+            data_below: None,
         }));
         let mut placeholders = Vec::with_capacity(args.len());
         for s in args {
@@ -193,13 +226,39 @@ impl VertexFn {
             ));
         }
         let tracing = g.tracing.take().unwrap_or_default();
-        let template =
+        let mut template =
             Template::from_trace(&g, name, args.to_vec(), tracing.params, out_node, outputs)?;
+        template.data_below = tracing.data_below;
         let template = Arc::new(template);
         Ok(VertexFn {
             op: Arc::new(CallOp(Arc::clone(&template))),
             template,
         })
+    }
+
+    /// Per-call data inside F: pass it where an op takes per-node data (a
+    /// word id to [`Graph::lookup`], an index to [`Graph::pick`], a class
+    /// to [`Graph::pick_neg_log_softmax`]) while tracing, and each call's
+    /// `data` ([`Graph::call_with_data`]) takes its place. Its range is
+    /// checked at each call.
+    pub const DATA: u32 = u32::MAX;
+
+    /// [`VertexFn::trace`] for a function that reads per-call data: `f`
+    /// gets [`VertexFn::DATA`] to pass where an op takes its data (a word
+    /// id, a class), and every call gives its own ([`Graph::call_with_data`]).
+    /// A leaf of a tree model (the word's lookup and the cell) or a loss
+    /// (the label) becomes one call node.
+    pub fn trace_with_data(
+        name: &'static str,
+        args: &[Shape],
+        f: impl FnOnce(&mut Graph, &[Expr], u32) -> Result<Vec<Expr>>,
+    ) -> Result<VertexFn> {
+        VertexFn::trace(name, args, |g, a| f(g, a, VertexFn::DATA))
+    }
+
+    /// Whether F reads per-call data ([`VertexFn::trace_with_data`]).
+    pub fn reads_data(&self) -> bool {
+        self.template.data_below.is_some()
     }
 
     /// The function's name (its op's name in plans and errors).
@@ -362,6 +421,7 @@ impl Template {
             regions,
             aux_len,
             keeps,
+            data_below: None,
             outputs,
             batchable,
             cost,
@@ -381,11 +441,43 @@ impl Graph {
                 format!("has {} outputs: call it with Graph::call", t.outputs.len()),
             ));
         }
-        self.call_node(f, args)
+        no_data(f)?;
+        self.call_node(f, args, VertexFn::DATA)
+    }
+
+    /// One call of `f`, a function traced with per-call data
+    /// ([`VertexFn::trace_with_data`]), on `args` with `data` in the place
+    /// of [`VertexFn::DATA`]; F must have one output.
+    ///
+    /// Errors: as [`Graph::call_one`]; `data` out of the range an op of F
+    /// takes (a word id beyond the table, naming F and the bound).
+    pub fn call_with_data(&mut self, f: &VertexFn, args: &[Expr], data: u32) -> Result<Expr> {
+        let t = &f.template;
+        let Some(below) = t.data_below else {
+            return Err(params_err(
+                t.name,
+                "reads no per-call data: call it with Graph::call_one".into(),
+            ));
+        };
+        // Inside another function's trace, that function's data may be
+        // passed on (its bound then includes this one's).
+        if !self.call_data_below(data, below) && data as usize >= below {
+            return Err(GraphError::Data {
+                op: t.name,
+                what: format!("per-call data {data} is out of range: F takes values below {below}"),
+            });
+        }
+        if t.outputs.len() != 1 {
+            return Err(params_err(
+                t.name,
+                format!("has {} outputs: per-call data takes one", t.outputs.len()),
+            ));
+        }
+        self.call_node(f, args, data)
     }
 
     /// The call node itself (its output is every output, concatenated).
-    fn call_node(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Expr> {
+    fn call_node(&mut self, f: &VertexFn, args: &[Expr], data: u32) -> Result<Expr> {
         let t = &f.template;
         if args.len() != t.arg_shapes.len() {
             return Err(params_err(
@@ -404,7 +496,7 @@ impl Graph {
         for p in &t.params {
             all.push(self.param(p));
         }
-        let call = self.apply(&f.op, &all, 0);
+        let call = self.apply_with_data(&f.op, &all, 0, data);
         self.scratch_exprs = all;
         call
     }
@@ -417,7 +509,8 @@ impl Graph {
     /// shape than traced (naming F, the argument and both shapes).
     pub fn call(&mut self, f: &VertexFn, args: &[Expr]) -> Result<Vec<Expr>> {
         let t = &f.template;
-        let call = self.call_node(f, args)?;
+        no_data(f)?;
+        let call = self.call_node(f, args, VertexFn::DATA)?;
         if t.outputs.len() == 1 {
             return Ok(vec![call]);
         }
