@@ -102,6 +102,19 @@ pub struct TreeLstm {
     params: [Param; 7],
     /// The cells as vertex functions (leaf, node), when on.
     vertex: Option<Arc<(VertexFn, VertexFn)>>,
+    /// Whole tree nodes as calls, for training without embedding and
+    /// output dropout: a leaf's lookup and cell (the word as data), a
+    /// node's cell from its children's states, and a node's output layer
+    /// and loss (the label as data).
+    whole: Option<Arc<WholeNodes>>,
+}
+
+/// See [`TreeLstm::with_vertex_functions`].
+#[derive(Debug)]
+struct WholeNodes {
+    leaf: VertexFn,
+    node: VertexFn,
+    loss: VertexFn,
 }
 
 impl TreeLstm {
@@ -138,6 +151,7 @@ impl TreeLstm {
             out,
             params: [emb.table(), w_leaf, b_leaf, u, b, w_out, b_out],
             vertex: None,
+            whole: None,
         })
     }
 
@@ -157,6 +171,27 @@ impl TreeLstm {
             Ok(vec![cell.node_with(g, a[0], a[1], a[2], a[3])?])
         })?;
         self.vertex = Some(Arc::new((leaf, node)));
+        // Training losses without embedding and output dropout (whose
+        // masks would need a trace per mode): two calls per tree node.
+        let (emb, out) = (self.emb, self.out);
+        let whole_leaf = VertexFn::trace_with_data("tree_lstm_word_fn", &[], move |g, _, word| {
+            let x = emb.forward(g, word)?;
+            Ok(vec![cell.leaf(g, x)?])
+        })?;
+        let whole_node = VertexFn::trace("tree_lstm_children_fn", &[s, s], move |g, a| {
+            let (hl, hr) = (cell.h(g, a[0])?, cell.h(g, a[1])?);
+            Ok(vec![cell.node_with(g, a[0], a[1], hl, hr)?])
+        })?;
+        let loss = VertexFn::trace_with_data("tree_lstm_loss_fn", &[s], move |g, a, label| {
+            let h = cell.h(g, a[0])?;
+            let logits = out.forward(g, h)?;
+            Ok(vec![g.pick_neg_log_softmax(logits, label)?])
+        })?;
+        self.whole = Some(Arc::new(WholeNodes {
+            leaf: whole_leaf,
+            node: whole_node,
+            loss,
+        }));
         Ok(self)
     }
 
@@ -221,6 +256,11 @@ impl TreeLstm {
     /// maps the tree's words ([`Tree::words`]) to vocabulary ids (see
     /// `Vocab::encode`). Dropout nodes are added only in training mode.
     pub fn tree_loss(&self, g: &mut Graph, tree: &Tree, ids: &[u32]) -> Result<Expr> {
+        let dropout =
+            g.is_train() && (self.cfg.dropout_embed > 0.0 || self.cfg.dropout_output > 0.0);
+        if let (Some(w), false) = (&self.whole, dropout) {
+            return self.tree_loss_calls(g, w, tree, ids);
+        }
         let mut losses = Vec::with_capacity(tree.nodes.len());
         self.walk(g, tree, ids, |g, node, logits| {
             losses.push(g.pick_neg_log_softmax(logits, node.label() as u32)?);
@@ -249,6 +289,50 @@ impl TreeLstm {
             op: "tree_lstm",
             what: "the tree has no nodes".into(),
         })
+    }
+
+    /// [`TreeLstm::tree_loss`] with whole tree nodes as calls: a cell and a
+    /// loss call per node.
+    fn tree_loss_calls(
+        &self,
+        g: &mut Graph,
+        w: &WholeNodes,
+        tree: &Tree,
+        ids: &[u32],
+    ) -> Result<Expr> {
+        let bad = |what: String| GraphError::Data {
+            op: "tree_lstm",
+            what,
+        };
+        let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
+        let mut losses = Vec::with_capacity(tree.nodes.len());
+        for (pos, node) in tree.nodes.iter().enumerate() {
+            let state = match *node {
+                Node::Leaf { word, .. } => {
+                    let id = *ids.get(word as usize).ok_or_else(|| {
+                        bad(format!(
+                            "leaf {pos} names word {word}, but the tree has {} word ids",
+                            ids.len()
+                        ))
+                    })?;
+                    g.call_with_data(&w.leaf, &[], id)?
+                }
+                Node::Inner { left, right, .. } => {
+                    let child = |c: u32| {
+                        states.get(c as usize).copied().ok_or_else(|| {
+                            bad(format!(
+                                "node {pos} has child {c}, which does not come before it"
+                            ))
+                        })
+                    };
+                    let (sl, sr) = (child(left)?, child(right)?);
+                    g.call_one(&w.node, &[sl, sr])?
+                }
+            };
+            states.push(state);
+            losses.push(g.call_with_data(&w.loss, &[state], node.label() as u32)?);
+        }
+        g.sum(&losses)
     }
 
     /// Walks the nodes in post-order, calling `out` with each node's

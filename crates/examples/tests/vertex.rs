@@ -1,7 +1,8 @@
 //! The SST Tree-LSTM with its cells as vertex functions
 //! (`TreeLstm::with_vertex_functions`) gives the loss and every gradient of
 //! the same model built op by op, under Sequential, Depth and Agenda, on
-//! trees of every shape in a few SST sentences; fewer graph nodes per tree.
+//! trees of every shape in a few SST sentences; fewer graph nodes per tree
+//! (two per tree node without dropout: cell, and output layer and loss).
 
 use sheaf_autodiff::{Graph, ParamStore, Sequential};
 use sheaf_examples::model::{ModelConfig, TreeLstm};
@@ -81,8 +82,31 @@ fn vertex_cells_equal_the_cells_built_op_by_op() {
                 );
             }
         }
-        // A leaf's two ops and an internal node's three are one node each.
+        // Without dropout, every tree node is two calls (its cell, with a
+        // leaf's lookup inside; its output layer and loss) where inline
+        // it is six nodes (lookup or concat, affine, cell, cell_h, affine,
+        // loss).
         let (leaves, inner) = (14, 10);
-        assert_eq!(inline_nodes - nodes, leaves + 2 * inner, "{strategy:?}");
+        assert_eq!(inline_nodes - nodes, 4 * (leaves + inner), "{strategy:?}");
     }
+
+    // With dropout while training, the cells alone are calls (the masks
+    // stay outside): a leaf's two ops and an internal node's three are one
+    // node each.
+    let cfg = ModelConfig {
+        dropout_embed: 0.2,
+        dropout_output: 0.2,
+        ..cfg
+    };
+    let mut store = ParamStore::new();
+    let inline = TreeLstm::new(&mut store, &cfg, 3).unwrap();
+    let called = inline.clone().with_vertex_functions().unwrap();
+    let nodes = |m: &TreeLstm| {
+        let mut g = Graph::new();
+        for (t, i) in trees.iter().zip(&ids) {
+            m.tree_loss(&mut g, t, i).unwrap();
+        }
+        g.len()
+    };
+    assert_eq!(nodes(&inline) - nodes(&called), 14 + 2 * 10);
 }
