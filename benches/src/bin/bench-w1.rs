@@ -401,4 +401,58 @@ fn compare(d: &Data, threads: &[usize], timed: usize, base: Form, other: Form) {
             );
         }
     }
+    // Host work per tree at a batch of 256 (the graph-written forms):
+    // building, planning and the executor's bookkeeping of one step.
+    if matches!((base, other), (Form::Layers, Form::Vertex)) {
+        for strategy in [Strategy::Depth, Strategy::Agenda] {
+            let probe = |form| with_threads(1, || host_at(d, strategy, form, HOST_BATCH));
+            match (probe(base), probe(other)) {
+                (Ok(a), Ok(b)) => println!(
+                    "  host per tree at batch {HOST_BATCH}, {}: {} {:.1} µs ({}), {} {:.1} µs ({}): {:.2}x less",
+                    strategy.name(),
+                    base.name(),
+                    1e6 * a.total(),
+                    a.describe("tree"),
+                    other.name(),
+                    1e6 * b.total(),
+                    b.describe("tree"),
+                    a.total() / b.total()
+                ),
+                (Err(e), _) | (_, Err(e)) => eprintln!("host probe: {e}"),
+            }
+        }
+    }
+}
+
+/// Trees per step of the host-time probe.
+const HOST_BATCH: usize = 256;
+
+/// One training step's host work per tree on `batch` trees in `form`
+/// (after two warm-up steps): the graph built alone (timed), then the
+/// step's planning and bookkeeping; the median of three.
+fn host_at(d: &Data, strategy: Strategy, form: Form, batch: usize) -> Result<HostTime, String> {
+    let mut store = ParamStore::new();
+    let mut model = model(&mut store, d.vocab, 1).map_err(|e| e.to_string())?;
+    if let Form::Vertex = form {
+        model = model.with_vertex_functions().map_err(|e| e.to_string())?;
+    }
+    let n = batch.min(d.trees.len());
+    let (trees, ids) = (&d.trees[..n], &d.ids[..n]);
+    let mut exec = Executor::new(strategy);
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let mut g = Graph::new();
+        let t0 = Instant::now();
+        let loss = build_loss(&model, &mut g, trees, ids)?;
+        let built = t0.elapsed().as_secs_f64();
+        exec.forward(&mut g, &store, loss)
+            .map_err(|e| e.to_string())?;
+        exec.backward(&mut g, &store, loss)
+            .map_err(|e| e.to_string())?;
+        store.zero_grads().map_err(|e| e.to_string())?;
+        runs.push(HostTime::of_step(built, g.len(), exec.stats(), n));
+    }
+    runs.drain(..2);
+    runs.sort_by(|a, b| a.total().total_cmp(&b.total()));
+    Ok(runs[runs.len() / 2])
 }

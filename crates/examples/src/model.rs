@@ -102,11 +102,11 @@ pub struct TreeLstm {
     params: [Param; 7],
     /// The cells as vertex functions (leaf, node), when on.
     vertex: Option<Arc<(VertexFn, VertexFn)>>,
-    /// Whole tree nodes as calls, for training without embedding and
-    /// output dropout: a leaf's lookup and cell (the word as data), a
-    /// node's cell from its children's states, and a node's output layer
-    /// and loss (the label as data).
-    whole: Option<Arc<WholeNodes>>,
+    /// Whole tree nodes as calls for the losses, traced for evaluation
+    /// and for training (dropout differs): a leaf's lookup and cell (the
+    /// word as data), a node's cell from its children's states, and a
+    /// node's output layer and loss (the label as data).
+    whole: Option<Arc<[WholeNodes; 2]>>,
 }
 
 /// See [`TreeLstm::with_vertex_functions`].
@@ -171,27 +171,37 @@ impl TreeLstm {
             Ok(vec![cell.node_with(g, a[0], a[1], a[2], a[3])?])
         })?;
         self.vertex = Some(Arc::new((leaf, node)));
-        // Training losses without embedding and output dropout (whose
-        // masks would need a trace per mode): two calls per tree node.
+        // The losses: two calls per tree node, one set of functions per
+        // mode (embedding and output dropout only while training; their
+        // masks are drawn per call, not the inlined graph's).
         let (emb, out) = (self.emb, self.out);
-        let whole_leaf = VertexFn::trace_with_data("tree_lstm_word_fn", &[], move |g, _, word| {
-            let x = emb.forward(g, word)?;
-            Ok(vec![cell.leaf(g, x)?])
-        })?;
-        let whole_node = VertexFn::trace("tree_lstm_children_fn", &[s, s], move |g, a| {
-            let (hl, hr) = (cell.h(g, a[0])?, cell.h(g, a[1])?);
-            Ok(vec![cell.node_with(g, a[0], a[1], hl, hr)?])
-        })?;
-        let loss = VertexFn::trace_with_data("tree_lstm_loss_fn", &[s], move |g, a, label| {
-            let h = cell.h(g, a[0])?;
-            let logits = out.forward(g, h)?;
-            Ok(vec![g.pick_neg_log_softmax(logits, label)?])
-        })?;
-        self.whole = Some(Arc::new(WholeNodes {
-            leaf: whole_leaf,
-            node: whole_node,
-            loss,
-        }));
+        let (p_emb, p_out) = (self.cfg.dropout_embed, self.cfg.dropout_output);
+        let whole = |train: bool| -> Result<WholeNodes> {
+            let drop = move |g: &mut Graph, x: Expr, p: f32| match train && p > 0.0 {
+                true => g.dropout(x, p),
+                false => Ok(x),
+            };
+            let leaf = VertexFn::trace_with_data("tree_lstm_word_fn", &[], move |g, _, word| {
+                g.set_train(train);
+                let x = emb.forward(g, word)?;
+                let x = drop(g, x, p_emb)?;
+                Ok(vec![cell.leaf(g, x)?])
+            })?;
+            let node = VertexFn::trace("tree_lstm_children_fn", &[s, s], move |g, a| {
+                g.set_train(train);
+                let (hl, hr) = (cell.h(g, a[0])?, cell.h(g, a[1])?);
+                Ok(vec![cell.node_with(g, a[0], a[1], hl, hr)?])
+            })?;
+            let loss = VertexFn::trace_with_data("tree_lstm_loss_fn", &[s], move |g, a, label| {
+                g.set_train(train);
+                let h = cell.h(g, a[0])?;
+                let h = drop(g, h, p_out)?;
+                let logits = out.forward(g, h)?;
+                Ok(vec![g.pick_neg_log_softmax(logits, label)?])
+            })?;
+            Ok(WholeNodes { leaf, node, loss })
+        };
+        self.whole = Some(Arc::new([whole(false)?, whole(true)?]));
         Ok(self)
     }
 
@@ -256,9 +266,8 @@ impl TreeLstm {
     /// maps the tree's words ([`Tree::words`]) to vocabulary ids (see
     /// `Vocab::encode`). Dropout nodes are added only in training mode.
     pub fn tree_loss(&self, g: &mut Graph, tree: &Tree, ids: &[u32]) -> Result<Expr> {
-        let dropout =
-            g.is_train() && (self.cfg.dropout_embed > 0.0 || self.cfg.dropout_output > 0.0);
-        if let (Some(w), false) = (&self.whole, dropout) {
+        if let Some(w) = &self.whole {
+            let w = &w[usize::from(g.is_train())];
             return self.tree_loss_calls(g, w, tree, ids);
         }
         let mut losses = Vec::with_capacity(tree.nodes.len());

@@ -259,7 +259,7 @@ impl Trainer {
             vocab.len()
         )));
         let mut store = ParamStore::new();
-        let net = TreeLstm::new(&mut store, &model, cfg.seed)?;
+        let net = vertex_or_inline(TreeLstm::new(&mut store, &model, cfg.seed)?, cfg.inline)?;
         if let Some(path) = &cfg.embeddings {
             let pre = read_embeddings(path, &vocab)?;
             let n = net
@@ -325,6 +325,7 @@ impl Trainer {
         let dev = Split::read(&state.train.data_dir.join("dev.txt"), &vocab)?;
         let mut store = ParamStore::new();
         let model = TreeLstm::new(&mut store, &state.model, state.train.seed)?;
+        let model = vertex_or_inline(model, state.train.inline)?;
         let last = dir.join(LAST);
         let load = |store: &mut ParamStore, path: &Path| {
             Optimizer::load(store, path).map_err(|e| Error::checkpoint(path, e.to_string()))
@@ -745,6 +746,14 @@ pub fn with_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Re
         .build()
         .map_err(|e| Error::Config(format!("cannot start {threads} threads: {e}")))?;
     Ok(pool.install(f))
+}
+
+/// The model with its vertex functions (the default), or inline.
+fn vertex_or_inline(model: TreeLstm, inline: bool) -> Result<TreeLstm> {
+    match inline {
+        true => Ok(model),
+        false => Ok(model.with_vertex_functions()?),
+    }
 }
 
 #[cfg(test)]

@@ -90,9 +90,10 @@ fn vertex_cells_equal_the_cells_built_op_by_op() {
         assert_eq!(inline_nodes - nodes, 4 * (leaves + inner), "{strategy:?}");
     }
 
-    // With dropout while training, the cells alone are calls (the masks
-    // stay outside): a leaf's two ops and an internal node's three are one
-    // node each.
+    // With dropout: evaluation builds no dropout (the evaluation trace
+    // equals the inlined model); training draws masks per call, still two
+    // calls per tree node where inline adds a dropout node per word and
+    // per output.
     let cfg = ModelConfig {
         dropout_embed: 0.2,
         dropout_output: 0.2,
@@ -101,12 +102,32 @@ fn vertex_cells_equal_the_cells_built_op_by_op() {
     let mut store = ParamStore::new();
     let inline = TreeLstm::new(&mut store, &cfg, 3).unwrap();
     let called = inline.clone().with_vertex_functions().unwrap();
-    let nodes = |m: &TreeLstm| {
+    let total = |m: &TreeLstm, train: bool| {
         let mut g = Graph::new();
-        for (t, i) in trees.iter().zip(&ids) {
-            m.tree_loss(&mut g, t, i).unwrap();
-        }
-        g.len()
+        g.set_train(train);
+        let losses: Vec<_> = trees
+            .iter()
+            .zip(&ids)
+            .map(|(t, i)| m.tree_loss(&mut g, t, i).unwrap())
+            .collect();
+        let loss = g.sum(&losses).unwrap();
+        let mut ex = Executor::new(Strategy::Agenda);
+        let v = ex
+            .forward(&mut g, &store, loss)
+            .unwrap()
+            .item::<f32>()
+            .unwrap();
+        (v, g.len())
     };
-    assert_eq!(nodes(&inline) - nodes(&called), 14 + 2 * 10);
+    let ((want, _), (got, _)) = (total(&inline, false), total(&called, false));
+    assert!(
+        (got - want).abs() <= 1e-5 * want.abs(),
+        "evaluation: {got} vs {want}"
+    );
+    let ((_, inline_nodes), (dropped, called_nodes)) = (total(&inline, true), total(&called, true));
+    assert_eq!(inline_nodes - called_nodes, 6 * 14 + 5 * 10);
+    assert!(
+        dropped.is_finite() && dropped != got,
+        "training drops: {dropped} vs {got}"
+    );
 }

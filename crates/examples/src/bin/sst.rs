@@ -133,6 +133,10 @@ struct TrainArgs {
     /// (sheaf-blocks) instead of the hand-written one.
     #[arg(long)]
     blocks: bool,
+    /// Build each tree node's ops one by one instead of as vertex-function
+    /// calls (the default), for comparison.
+    #[arg(long)]
+    inline: bool,
     /// Embedding size [default: 300].
     #[arg(long, value_name = "N")]
     embed_dim: Option<usize>,
@@ -471,6 +475,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
     cfg.embeddings = a.embeddings.clone();
     cfg.patience = a.patience;
     cfg.blocks = a.blocks;
+    cfg.inline = a.inline;
     let mut model = ModelConfig::new(0);
     let mut dropout = 0.5;
     if a.recipe == Some(Recipe::Fold) {
@@ -494,7 +499,7 @@ fn settings(a: &TrainArgs) -> (ModelConfig, TrainConfig) {
 /// With --resume, the run's own settings apply; flags that would change
 /// them are refused (the run could not continue exactly).
 fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
-    let given: [(&str, bool); 21] = [
+    let given: [(&str, bool); 22] = [
         ("--data-dir", a.data_dir.is_some()),
         ("--batch-size", a.batch_size.is_some()),
         ("--lr", a.lr.is_some()),
@@ -509,6 +514,7 @@ fn refuse_changes_on_resume(a: &TrainArgs) -> Result<()> {
         ("--recurrent-dropout", a.recurrent_dropout.is_some()),
         ("--recipe", a.recipe.is_some()),
         ("--blocks", a.blocks),
+        ("--inline", a.inline),
         ("--embed-dim", a.embed_dim.is_some()),
         ("--hidden", a.hidden.is_some()),
         ("--embed-init", a.embed_init.is_some()),
