@@ -170,6 +170,15 @@ impl Model {
         })
     }
 
+    /// With vertex functions: each step's call also computes its input
+    /// product (`Recurrent::fold_input_products`), one node per step.
+    pub fn fold_input_products(self, yes: bool) -> Self {
+        Model {
+            gru: self.gru.fold_input_products(yes),
+            out: self.out,
+        }
+    }
+
     /// Every parameter: the GRU's layer by layer (`w`, `u`, `b`, `b_u`),
     /// then the output's weight and bias.
     pub fn params(&self) -> Vec<Param> {

@@ -550,10 +550,16 @@ impl<C: Cell> Recurrent<C> {
             let mut outs: Vec<Vec<Expr>> = Vec::with_capacity(dirs);
             for (d, unit) in layer.iter().enumerate() {
                 // The input parts of every position first: one batch.
-                let xw: Vec<Expr> = seq
-                    .iter()
-                    .map(|&x| unit.input_part(g, x))
-                    .collect::<Result<_>>()?;
+                // Folded steps take their input and compute the product
+                // themselves (see `fold_input_products`).
+                let fold = self.folds_inputs();
+                let xw: Vec<Expr> = match fold {
+                    true => Vec::new(),
+                    false => seq
+                        .iter()
+                        .map(|&x| unit.input_part(g, x))
+                        .collect::<Result<_>>()?,
+                };
                 let mut state = init.states[l * dirs + d];
                 let mut prev = init.prev(l * dirs + d);
                 let mut h = vec![None; seq.len()];
@@ -562,7 +568,10 @@ impl<C: Cell> Recurrent<C> {
                     _ => Box::new((0..seq.len()).rev()),
                 };
                 for t in order {
-                    state = self.run_step(g, (l, d), xw[t], state, prev)?;
+                    state = match fold {
+                        true => self.run_step_x(g, (l, d), seq[t], state, prev)?,
+                        false => self.run_step(g, (l, d), xw[t], state, prev)?,
+                    };
                     let out = C::output(g, state)?;
                     prev = Prev::Output(out);
                     h[t] = Some(out);

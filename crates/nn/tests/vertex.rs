@@ -46,15 +46,20 @@ fn check<C: Cell>(make: impl Fn(&mut Scope<'_>, RecurrentConfig) -> Recurrent<C>
         let mut store = ParamStore::new();
         let plain = make(&mut Scope::new(&mut store, 5), cfg);
         randomize(&mut store);
-        let called = plain.clone().with_vertex_functions().unwrap();
-        for exec in [None, Some(Strategy::Depth), Some(Strategy::Agenda)] {
-            let what = format!("{} train {train} {exec:?}", C::NAME);
+        let unfolded = plain.clone().with_vertex_functions().unwrap();
+        let folded = unfolded.clone().fold_input_products(true);
+        for (exec, fold) in [None, Some(Strategy::Depth), Some(Strategy::Agenda)]
+            .into_iter()
+            .flat_map(|e| [(e, false), (e, true)])
+        {
+            let called = if fold { &folded } else { &unfolded };
+            let what = format!("{} train {train} {exec:?} fold {fold}", C::NAME);
             let mut g = Graph::new();
             let outs = outputs(&mut g, &plain, train);
             let (want, want_grads) = run_all(&mut g, &mut store, &outs, exec);
             let plain_nodes = g.len();
             let mut g = Graph::new();
-            let outs = outputs(&mut g, &called, train);
+            let outs = outputs(&mut g, called, train);
             let (got, grads) = run_all(&mut g, &mut store, &outs, exec);
             for (k, (a, b)) in got.iter().zip(&want).enumerate() {
                 close(&format!("{what} output {k}"), a, b);
@@ -71,6 +76,18 @@ fn check<C: Cell>(make: impl Fn(&mut Scope<'_>, RecurrentConfig) -> Recurrent<C>
                 "{what}: {} vs {plain_nodes} nodes",
                 g.len()
             );
+            if fold {
+                // One node fewer per step after the first of each run: the
+                // input product is inside the call.
+                let mut g2 = Graph::new();
+                outputs(&mut g2, &unfolded, train);
+                assert!(
+                    g.len() < g2.len(),
+                    "{what}: {} vs {} unfolded",
+                    g.len(),
+                    g2.len()
+                );
+            }
         }
     }
 }
