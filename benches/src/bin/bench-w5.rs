@@ -57,6 +57,23 @@ fn main() {
     }
 }
 
+/// Seconds `step` takes over the updates of `timed` after those of
+/// `warm`, and the timed updates' products: what every row times.
+fn time_updates(
+    warm: &[Molecule],
+    timed: &[Molecule],
+    mut step: impl FnMut(&[Molecule]) -> Result<(), String>,
+) -> Result<(f64, Products), String> {
+    for chunk in warm.chunks(BATCH) {
+        step(chunk)?;
+    }
+    let start = Instant::now();
+    let (done, products) = record_gemms(|| timed.chunks(BATCH).try_for_each(&mut step));
+    let secs = start.elapsed().as_secs_f64();
+    done?;
+    Ok((secs, products))
+}
+
 /// Seconds to train on `timed` after `warm`, the timed updates' products
 /// and the last update's plan statistics.
 fn time_run(
@@ -68,18 +85,9 @@ fn time_run(
     let mut store = ParamStore::new();
     let mut c = model(&mut store, atom_in, strategy, 1)?;
     let mut opt = optimizer();
-    for chunk in warm.chunks(BATCH) {
-        train_step(&mut c, &mut store, &mut opt, chunk)?;
-    }
-    let start = Instant::now();
-    let (done, products) = record_gemms(|| -> Result<(), String> {
-        for chunk in timed.chunks(BATCH) {
-            train_step(&mut c, &mut store, &mut opt, chunk)?;
-        }
-        Ok(())
-    });
-    let secs = start.elapsed().as_secs_f64();
-    done?;
+    let (secs, products) = time_updates(warm, timed, |chunk| {
+        train_step(&mut c, &mut store, &mut opt, chunk).map(drop)
+    })?;
     Ok((secs, products, c.stats().to_string()))
 }
 
@@ -93,18 +101,9 @@ fn time_vertex(
     let mut store = ParamStore::new();
     let mut m = vertex_model(&mut store, atom_in, strategy, 1)?;
     let mut opt = optimizer();
-    for chunk in warm.chunks(BATCH) {
-        train_step_vertex(&mut m, &mut store, &mut opt, chunk)?;
-    }
-    let start = Instant::now();
-    let (done, products) = record_gemms(|| -> Result<(), String> {
-        for chunk in timed.chunks(BATCH) {
-            train_step_vertex(&mut m, &mut store, &mut opt, chunk)?;
-        }
-        Ok(())
-    });
-    let secs = start.elapsed().as_secs_f64();
-    done?;
+    let (secs, products) = time_updates(warm, timed, |chunk| {
+        train_step_vertex(&mut m, &mut store, &mut opt, chunk).map(drop)
+    })?;
     Ok((secs, products, m.stats().to_string()))
 }
 
@@ -117,19 +116,7 @@ fn time_hand(
 ) -> Result<(f64, Products), String> {
     let mut store = ParamStore::new();
     let mut hand = w5_hand::model(&mut store, atom_in, 1)?;
-    for chunk in warm.chunks(BATCH) {
-        hand.step(&mut store, chunk)?;
-    }
-    let start = Instant::now();
-    let (done, products) = record_gemms(|| -> Result<(), String> {
-        for chunk in timed.chunks(BATCH) {
-            hand.step(&mut store, chunk)?;
-        }
-        Ok(())
-    });
-    let secs = start.elapsed().as_secs_f64();
-    done?;
-    Ok((secs, products))
+    time_updates(warm, timed, |chunk| hand.step(&mut store, chunk).map(drop))
 }
 
 /// What every row of a run shares.

@@ -318,12 +318,7 @@ impl TreeLstm {
         for (pos, node) in tree.nodes.iter().enumerate() {
             let state = match *node {
                 Node::Leaf { word, .. } => {
-                    let id = *ids.get(word as usize).ok_or_else(|| {
-                        bad(format!(
-                            "leaf {pos} names word {word}, but the tree has {} word ids",
-                            ids.len()
-                        ))
-                    })?;
+                    let id = word_id(ids, word, pos)?;
                     g.call_with_data(&w.leaf, &[], id)?
                 }
                 Node::Inner { left, right, .. } => {
@@ -382,12 +377,7 @@ impl TreeLstm {
         for (pos, node) in tree.nodes.iter().enumerate() {
             let state = match *node {
                 Node::Leaf { word, .. } => {
-                    let id = *ids.get(word as usize).ok_or_else(|| {
-                        bad(format!(
-                            "leaf {pos} names word {word}, but the tree has {} word ids",
-                            ids.len()
-                        ))
-                    })?;
+                    let id = word_id(ids, word, pos)?;
                     let mut x = self.emb.forward(g, id)?;
                     if p_emb > 0.0 {
                         x = g.dropout(x, p_emb)?;
@@ -452,4 +442,18 @@ pub fn node_cell(g: &mut Graph, gates: Expr, left: Expr, right: Expr, p: f32) ->
     } else {
         g.tree_lstm_node_rd(gates, left, right, p)
     }
+}
+
+/// The vocabulary id of word `word` of a tree (`ids`, see `Vocab::encode`),
+/// for its leaf at `pos`.
+fn word_id(ids: &[u32], word: u32, pos: usize) -> Result<u32> {
+    ids.get(word as usize)
+        .copied()
+        .ok_or_else(|| GraphError::Data {
+            op: "tree_lstm",
+            what: format!(
+                "leaf {pos} names word {word}, but the tree has {} word ids",
+                ids.len()
+            ),
+        })
 }

@@ -156,6 +156,15 @@ fn atom_pairs(g: &mut Graph, atoms: &[Expr], layer: &FC) -> Result<Vec<Vec<Expr>
     Ok(rows)
 }
 
+/// A feature vector as an input of `g`.
+fn input(g: &mut Graph, v: &[f32]) -> Result<Expr, GraphError> {
+    let t = sheaf_tensor::Tensor::from_slice(v, [v.len()]).map_err(|e| GraphError::Tensor {
+        context: "molecule features".into(),
+        source: Box::new(e),
+    })?;
+    Ok(g.input(t))
+}
+
 /// Two stacked weave modules and the regression head.
 #[derive(Debug, Clone)]
 pub struct Weave {
@@ -231,14 +240,6 @@ impl Weave {
 
     /// The prediction `[1]` and the squared error `[1]`, node by node.
     pub fn direct(&self, g: &mut Graph, m: &Molecule) -> Result<(Expr, Expr), GraphError> {
-        let input = |g: &mut Graph, v: &[f32]| -> Result<Expr, GraphError> {
-            let t =
-                sheaf_tensor::Tensor::from_slice(v, [v.len()]).map_err(|e| GraphError::Tensor {
-                    context: "molecule features".into(),
-                    source: Box::new(e),
-                })?;
-            Ok(g.input(t))
-        };
         let dense = |g: &mut Graph, layer: &FC, x: Expr| -> Result<Expr, GraphError> {
             let (w, b) = layer.params();
             let (w, b) = (g.param(&w), g.param(&b));
@@ -372,17 +373,6 @@ impl WeaveVertex {
     /// The prediction `[1]` and the squared error `[1]` of `m`, equal to
     /// [`Weave::direct`]'s.
     pub fn build(&self, g: &mut Graph, m: &Molecule) -> Result<(Expr, Expr), GraphError> {
-        let input = |g: &mut Graph, v: &[f32]| -> Result<Expr, GraphError> {
-            let t =
-                sheaf_tensor::Tensor::from_slice(v, [v.len()]).map_err(|e| GraphError::Tensor {
-                    context: "molecule features".into(),
-                    source: Box::new(e),
-                })?;
-            Ok(g.input(t))
-        };
-        let one = |g: &mut Graph, f: &VertexFn, args: &[Expr]| -> Result<Expr, GraphError> {
-            g.call_one(f, args)
-        };
         // One tensor for all atoms and one for all pairs, each input a row
         // view of it: no allocation per input.
         let rows = |g: &mut Graph, flat: Vec<f32>, len: usize| -> Result<Vec<Expr>, GraphError> {
@@ -412,8 +402,8 @@ impl WeaveVertex {
                 let p = pair_inputs.next().ok_or_else(|| {
                     GraphError::Params("weave: a molecule with fewer pair rows than pairs".into())
                 })?;
-                t1.push(one(g, &self.pair_to_atom, &[p])?);
-                t2.push(one(g, &self.pair_update, &[atoms[i], atoms[j], p])?);
+                t1.push(g.call_one(&self.pair_to_atom, &[p])?);
+                t2.push(g.call_one(&self.pair_update, &[atoms[i], atoms[j], p])?);
             }
             terms1.push(t1);
             terms2.push(t2);
@@ -427,12 +417,12 @@ impl WeaveVertex {
         let mut next = Vec::with_capacity(n);
         for (i, &a) in atoms.iter().enumerate() {
             let pa = sum(g, &terms1[i])?;
-            next.push(one(g, &self.atom1, &[a, pa])?);
+            next.push(g.call_one(&self.atom1, &[a, pa])?);
         }
         let mut last = Vec::with_capacity(n);
         for (i, &a) in next.iter().enumerate() {
             let pa = sum(g, &terms2[i])?;
-            last.push(one(g, &self.atom2, &[a, pa])?);
+            last.push(g.call_one(&self.atom2, &[a, pa])?);
         }
         let pooled = g.sum(&last)?;
         let (w, b) = self.head.params();
