@@ -2,7 +2,8 @@
 //! rank), run under `mpirun -n R`: trees/s of the whole job, and per step
 //! the time spent in the gradient exchange against the rest. Rank 0
 //! prints and records; every rank takes its shard of each minibatch of 64
-//! (`sheaf_dist::shard`), runs it as one graph, and the gradients are summed
+//! (`sheaf_dist::balanced_shard` by node count, or `--contiguous`), runs it
+//! as one graph, and the gradients are summed
 //! by `sheaf_dist::GradSync` before the same SGD step on every rank.
 
 use std::path::Path;
@@ -13,7 +14,7 @@ use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_benches::measure::with_threads;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w1::{model, optimizer, train_flops};
-use sheaf_dist::{broadcast_params, shard, Communicator, GradSync, Mpi};
+use sheaf_dist::{balanced_shard, broadcast_params, shard, Communicator, GradSync, Mpi};
 use sheaf_examples::sst::{read_trees, Vocab};
 use sheaf_sched::{Executor, Strategy};
 
@@ -29,12 +30,17 @@ struct Args {
     /// Gradient all-reduce buckets of at most this many MiB.
     #[arg(long, default_value_t = 25.0)]
     bucket_mib: f64,
+    /// Contiguous shards (`sheaf_dist::shard`) instead of shards balanced
+    /// by node count (`sheaf_dist::balanced_shard`), to compare.
+    #[arg(long)]
+    contiguous: bool,
+    /// Trees per update (the global minibatch, split over the ranks).
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
     /// Where to append the JSON lines (rank 0).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
 }
-
-const BATCH: usize = 64;
 
 fn main() {
     sheaf_examples::logging::init();
@@ -65,17 +71,27 @@ fn run(args: &Args) -> Result<(), String> {
     let sync = GradSync::with_bucket_bytes((args.bucket_mib * (1u64 << 20) as f64) as usize);
     let mut exec = Executor::new(strategy);
     let mut g = Graph::new();
-    let positions: Vec<usize> = (0..128 + timed).collect();
+    let batch_size = args.batch.max(1);
+    // Warm-up: whole minibatches of at least 128 trees.
+    let warm = 128usize.div_ceil(batch_size) * batch_size;
+    let positions: Vec<usize> = (0..warm + timed).collect();
     let (mut comm_s, mut wait_s, mut step_s) = (0.0f64, 0.0f64, 0.0f64);
     let mut start = Instant::now();
-    for (k, batch) in positions.chunks(BATCH).enumerate() {
-        if k * BATCH == 128 {
+    for (k, batch) in positions.chunks(batch_size).enumerate() {
+        if k * batch_size == warm {
             // Warm-up over: every rank starts the clock together.
             world.barrier().map_err(|e| e.to_string())?;
             (comm_s, wait_s, step_s, start) = (0.0, 0.0, 0.0, Instant::now());
         }
         let t0 = Instant::now();
-        let part = shard(batch, rank, ranks);
+        let part: Vec<usize> = match args.contiguous {
+            true => shard(batch, rank, ranks).to_vec(),
+            false => {
+                let nodes: Vec<u64> = batch.iter().map(|&i| trees[i].nodes.len() as u64).collect();
+                let mine = balanced_shard(&nodes, rank, ranks);
+                mine.into_iter().map(|k| batch[k]).collect()
+            }
+        };
         let mut loss = [0.0f64];
         if !part.is_empty() {
             let losses = part
@@ -121,7 +137,7 @@ fn run(args: &Args) -> Result<(), String> {
         return Ok(());
     }
     let rate = timed as f64 / secs;
-    let flops: f64 = trees[128..128 + timed].iter().map(train_flops).sum();
+    let flops: f64 = trees[warm..warm + timed].iter().map(train_flops).sum();
     println!(
         "W1 {} on {ranks} rank(s), 1 thread each: {rate:.1} trees/s, {:.2} GFLOP/s; of a step \
          (largest rank): gradient exchange {:.1}%, waiting for the slowest shard {:.1}%",
@@ -130,12 +146,16 @@ fn run(args: &Args) -> Result<(), String> {
         100.0 * shares[0],
         100.0 * shares[1]
     );
+    let variant = match args.contiguous {
+        true => format!("dist/{}/contiguous", args.strategy),
+        false => format!("dist/{}", args.strategy),
+    };
     let mut report = Report::new();
     report.add(
         "W1",
-        &format!("dist/{}", args.strategy),
+        &variant,
         1,
-        BATCH,
+        batch_size,
         "throughput",
         rate,
         "trees/s",
@@ -150,9 +170,9 @@ fn run(args: &Args) -> Result<(), String> {
     report.set_ranks(ranks);
     report.add(
         "W1",
-        &format!("dist/{}", args.strategy),
+        &variant,
         1,
-        BATCH,
+        batch_size,
         "exchange_share",
         shares[0],
         "fraction of a step",
@@ -163,9 +183,9 @@ fn run(args: &Args) -> Result<(), String> {
     report.set_ranks(ranks);
     report.add(
         "W1",
-        &format!("dist/{}", args.strategy),
+        &variant,
         1,
-        BATCH,
+        batch_size,
         "imbalance_share",
         shares[1],
         "fraction of a step",

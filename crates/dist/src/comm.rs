@@ -42,6 +42,20 @@ pub trait Communicator {
         sum_in_rank_order(self, buf)
     }
 
+    /// [`Communicator::all_reduce_sum`] from `send` into `recv` (of as many
+    /// elements): a backend that sums out of place (MPI) saves the copy.
+    fn all_reduce_sum_into(&self, send: &[f32], recv: &mut [f32]) -> Result<()> {
+        if send.len() != recv.len() {
+            return Err(DistError::Usage(format!(
+                "all_reduce_sum_into: {} values sent into {}",
+                send.len(),
+                recv.len()
+            )));
+        }
+        recv.copy_from_slice(send);
+        self.all_reduce_sum(recv)
+    }
+
     /// [`Communicator::all_reduce_sum`] for `f64`.
     fn all_reduce_sum_f64(&self, buf: &mut [f64]) -> Result<()> {
         sum_in_rank_order(self, buf)

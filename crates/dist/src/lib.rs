@@ -46,7 +46,7 @@ pub use error::{DistError, Result};
 pub use mpi_comm::{launched_by_mpirun, Mpi};
 #[cfg(feature = "nccl")]
 pub use nccl_comm::{local_rank, Nccl};
-pub use shard::shard;
+pub use shard::{balanced_shard, shard};
 pub use sync::{
     broadcast_params, check_in_sync, check_same_model, GradSync, SyncStats, DEFAULT_BUCKET_BYTES,
 };

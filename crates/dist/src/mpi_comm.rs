@@ -5,6 +5,8 @@
 //! rayon workers that run kernels never call MPI). Dropping it finalises
 //! MPI.
 
+use std::sync::Mutex;
+
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::environment::{Threading, Universe};
@@ -18,6 +20,10 @@ use crate::error::{DistError, Result};
 /// The world communicator of an MPI job.
 pub struct Mpi {
     world: SimpleCommunicator,
+    /// The send side of [`Communicator::all_reduce_sum`] (rsmpi has no
+    /// in-place all-reduce), kept from call to call: a fresh buffer of
+    /// megabytes each step is paid again in page faults.
+    send: Mutex<Vec<f32>>,
     // Declared last: dropped (MPI_Finalize) after the communicator.
     _universe: Universe,
 }
@@ -53,6 +59,7 @@ impl Mpi {
         }
         Ok(Mpi {
             world: universe.world(),
+            send: Mutex::new(Vec::new()),
             _universe: universe,
         })
     }
@@ -103,9 +110,27 @@ impl Communicator for Mpi {
     }
 
     fn all_reduce_sum(&self, buf: &mut [f32]) -> Result<()> {
-        let send = buf.to_vec();
+        let mut fresh = Vec::new();
+        // Only this thread calls MPI (Funneled): the lock is free.
+        let mut kept = self.send.try_lock();
+        let send = kept.as_deref_mut().unwrap_or(&mut fresh);
+        send.clear();
+        send.extend_from_slice(buf);
         self.world
             .all_reduce_into(&send[..], buf, SystemOperation::sum());
+        Ok(())
+    }
+
+    fn all_reduce_sum_into(&self, send: &[f32], recv: &mut [f32]) -> Result<()> {
+        if send.len() != recv.len() {
+            return Err(DistError::Usage(format!(
+                "all_reduce_sum_into: {} values sent into {}",
+                send.len(),
+                recv.len()
+            )));
+        }
+        self.world
+            .all_reduce_into(send, recv, SystemOperation::sum());
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 //! there, copied into one flat device buffer per bucket and back with
 //! device copies.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
 use sheaf_autodiff::{GradAcc, Param, ParamStore};
@@ -27,7 +28,8 @@ pub struct SyncStats {
     pub buckets: usize,
     /// Bytes summed densely (per rank).
     pub dense_bytes: usize,
-    /// Bytes of lookup-table rows exchanged as (ids, rows) (this rank's).
+    /// Bytes of lookup-table rows exchanged as (ids, rows): this rank's
+    /// ids, and the rows of every rank's ids that it puts into a bucket.
     pub sparse_bytes: usize,
     /// Seconds spent in the exchange (collectives and staging).
     pub seconds: f64,
@@ -50,11 +52,12 @@ impl std::ops::AddAssign for SyncStats {
 ///   per bucket of at most [`GradSync::bucket_bytes`] (several parameters
 ///   flattened into one buffer), and marked touched on every rank.
 /// - Lookup tables written only by rows (embeddings) exchange those rows
-///   as (ids, rows) and add them in rank order, unless the rows of all
-///   ranks together would be larger than the table: then the table is
-///   summed densely. Either way every rank lists the union of the rows, so
-///   a sparse optimizer updates exactly the rows the whole minibatch
-///   touched.
+///   as (ids, rows): the ids travel with the bookkeeping, and the rows of
+///   their union (sorted) are summed in a bucket beside the dense
+///   gradients, unless the rows of all ranks together would be larger than
+///   the table: then the table is summed densely. Either way every rank
+///   lists the union of the rows, so a sparse optimizer updates exactly the
+///   rows the whole minibatch touched.
 ///
 /// A bucket whose gradients all live on a device the communicator reduces
 /// on ([`Communicator::reduces_on`]: NCCL on its GPU) is summed there: the
@@ -66,10 +69,32 @@ impl std::ops::AddAssign for SyncStats {
 /// Where the loss is a mean over the minibatch, each rank scales its loss
 /// by the GLOBAL instance count before its backward; the sum is then the
 /// gradient of the mean.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct GradSync {
     bucket_bytes: usize,
     one_rank: bool,
+    /// The host bucket, kept from step to step: a fresh buffer of
+    /// megabytes each step is paid again in page faults. Rank threads that
+    /// share one `GradSync` (the `Threads` backend) find it taken and use
+    /// their own.
+    flat: Mutex<Flat>,
+}
+
+/// A host bucket's values as sent and as summed.
+#[derive(Debug, Default)]
+struct Flat {
+    send: Vec<f32>,
+    sum: Vec<f32>,
+}
+
+impl Clone for GradSync {
+    fn clone(&self) -> Self {
+        GradSync {
+            bucket_bytes: self.bucket_bytes,
+            one_rank: self.one_rank,
+            flat: Mutex::default(),
+        }
+    }
 }
 
 impl Default for GradSync {
@@ -77,22 +102,35 @@ impl Default for GradSync {
         GradSync {
             bucket_bytes: DEFAULT_BUCKET_BYTES,
             one_rank: false,
+            flat: Mutex::default(),
         }
     }
 }
 
 /// How one parameter's gradient crosses the ranks this step.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Route {
     /// Touched by no rank: nothing to do.
     Untouched,
     /// Summed densely in a bucket.
     Dense,
-    /// A table written by rows only: (ids, rows) exchanged.
-    Rows,
+    /// A table written by rows only: the rows of the union of every rank's
+    /// ids (sorted) summed in a bucket.
+    Rows(Vec<u32>),
     /// A table written by rows only, summed densely (the rows of all ranks
-    /// would outweigh the table); the ids are still exchanged.
-    RowsAsDense,
+    /// would outweigh the table); its row list becomes the union.
+    RowsAsDense(Vec<u32>),
+}
+
+impl Route {
+    /// The values this route puts into a bucket.
+    fn len(&self, p: &Param) -> usize {
+        match self {
+            Route::Untouched => 0,
+            Route::Rows(union) => union.len() * row_len(p),
+            Route::Dense | Route::RowsAsDense(_) => numel(p),
+        }
+    }
 }
 
 impl GradSync {
@@ -126,6 +164,12 @@ impl GradSync {
     /// Sums the gradients of `store` over the ranks of `comm` (see the
     /// type's docs). Every rank must call it after its backward, before its
     /// optimizer step, with a store of the same parameters.
+    ///
+    /// Two collectives in all (with buckets under the size limit): one
+    /// all-gather of every rank's bookkeeping (which parameters it wrote
+    /// densely, which table rows), from which every rank computes the same
+    /// routes and row unions; then one all-reduce per bucket, which carries
+    /// the dense gradients and the tables' union rows alike.
     pub fn sync(&self, comm: &dyn Communicator, store: &ParamStore) -> Result<SyncStats> {
         let mut stats = SyncStats::default();
         if comm.size() == 1 && !self.one_rank {
@@ -133,124 +177,196 @@ impl GradSync {
         }
         let start = Instant::now();
         let params = store.params();
-        // Per parameter: [written densely, distinct rows written, first row
-        // past the table + 1 (0: none)]. Bad rows are found here, by every
-        // rank at once, so that no rank fails alone while the others wait.
-        let mut mine = Vec::with_capacity(params.len() * 3);
+        // [parameter count; per parameter: written densely, distinct rows
+        // written; then every parameter's distinct rows in order].
+        let mut mine = Vec::with_capacity(1 + params.len() * 2);
+        mine.push(params.len() as u64);
         let mut own_rows = Vec::with_capacity(params.len());
         for p in &params {
             let acc = store.lock_grad(p.id(), "distributed sync")?;
             let mut rows = acc.rows.clone();
             rows.sort_unstable();
             rows.dedup();
-            let past = rows.last().filter(|&&r| r as usize >= p.shape().rows());
-            mine.extend([
-                u64::from(acc.dense),
-                rows.len() as u64,
-                past.map_or(0, |&r| u64::from(r) + 1),
-            ]);
+            mine.extend([u64::from(acc.dense), rows.len() as u64]);
             own_rows.push(rows);
         }
+        mine.extend(own_rows.iter().flatten().map(|&r| u64::from(r)));
         let all = comm.all_gather(&mine)?;
-        for (rank, theirs) in all.iter().enumerate().skip(1) {
-            if theirs.len() != all[0].len() {
-                return Err(DistError::ModelMismatch {
-                    rank,
-                    what: format!(
-                        "{} parameters where rank 0 has {}",
-                        theirs.len() / 3,
-                        all[0].len() / 3
-                    ),
-                });
-            }
-        }
-        for (i, p) in params.iter().enumerate() {
-            if let Some((rank, t)) = all.iter().enumerate().find(|(_, t)| t[3 * i + 2] != 0) {
-                return Err(DistError::Usage(format!(
-                    "rank {rank} wrote the gradient of row {} of {:?}, which has {} rows",
-                    t[3 * i + 2] - 1,
-                    store.name(p.id())?,
-                    p.shape().rows()
-                )));
-            }
-        }
+        let ids = rows_of_every_rank(&all, store, &params)?;
         let routes: Vec<Route> = params
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let dense = all.iter().any(|t| t[3 * i] != 0);
-                let rows: u64 = all.iter().map(|t| t[3 * i + 1]).sum();
-                let row_len = row_len(p) as u64;
+                let dense = all.iter().any(|t| t[1 + 2 * i] != 0);
+                let rows: usize = ids.iter().map(|rank| rank[i].len()).sum();
+                let mut union: Vec<u32> = ids
+                    .iter()
+                    .flat_map(|rank| rank[i].iter())
+                    .copied()
+                    .collect();
+                union.sort_unstable();
+                union.dedup();
                 match (dense, rows) {
                     (false, 0) => Route::Untouched,
                     (true, _) => Route::Dense,
                     // ids and values of every rank's rows, against the table.
-                    (false, r) if r * (row_len + 1) < numel(p) as u64 => Route::Rows,
-                    (false, _) => Route::RowsAsDense,
+                    (false, r) if r * (row_len(p) + 1) < numel(p) => Route::Rows(union),
+                    (false, _) => Route::RowsAsDense(union),
                 }
             })
             .collect();
-        self.dense(comm, store, &params, &routes, &mut stats)?;
-        for (i, p) in params.iter().enumerate() {
-            if matches!(routes[i], Route::Rows | Route::RowsAsDense) {
-                let sparse = routes[i] == Route::Rows;
-                rows(comm, store, p, &own_rows[i], sparse, &mut stats)?;
+        for ((p, route), own) in params.iter().zip(&routes).zip(&own_rows) {
+            match route {
+                Route::Dense | Route::RowsAsDense(_) => stats.dense_bytes += numel(p) * 4,
+                Route::Rows(_) => stats.sparse_bytes += (own.len() + route.len(p)) * 4,
+                Route::Untouched => {}
             }
         }
+        self.buckets(comm, store, &params, &routes, &own_rows, &mut stats)?;
         stats.seconds = start.elapsed().as_secs_f64();
         Ok(stats)
     }
 
-    /// The dense routes, in buckets of whole parameters.
-    fn dense(
+    /// Every touched parameter in buckets of whole parameters (a table's
+    /// union rows count as one), each summed by one all-reduce.
+    fn buckets(
         &self,
         comm: &dyn Communicator,
         store: &ParamStore,
         params: &[Param],
         routes: &[Route],
+        own_rows: &[Vec<u32>],
         stats: &mut SyncStats,
     ) -> Result<()> {
-        let dense: Vec<(&Param, Route)> = params
+        let touched: Vec<Segment> = params
             .iter()
-            .zip(routes.iter().copied())
-            .filter(|(_, r)| matches!(r, Route::Dense | Route::RowsAsDense))
+            .zip(routes)
+            .zip(own_rows)
+            .filter(|((_, r), _)| **r != Route::Untouched)
+            .map(|((param, route), own)| Segment {
+                param,
+                route,
+                own,
+                len: route.len(param),
+            })
             .collect();
         let words = self.bucket_bytes / 4;
         let mut start = 0;
-        while start < dense.len() {
+        while start < touched.len() {
             // At least one parameter per bucket, then as many as fit.
             let mut end = start + 1;
-            let mut len = numel(dense[start].0);
-            while end < dense.len() && len + numel(dense[end].0) <= words {
-                len += numel(dense[end].0);
+            let mut len = touched[start].len;
+            while end < touched.len() && len + touched[end].len <= words {
+                len += touched[end].len;
                 end += 1;
             }
-            let bucket = &dense[start..end];
+            let bucket = &touched[start..end];
             match bucket_device(comm, store, bucket)? {
                 Some(device) => device_bucket(comm, store, bucket, len, device)?,
-                None => host_bucket(comm, store, bucket, len)?,
+                None => {
+                    let (mut fresh, mut kept) = (Flat::default(), self.flat.try_lock());
+                    let flat = kept.as_deref_mut().unwrap_or(&mut fresh);
+                    host_bucket(comm, store, bucket, len, flat)?
+                }
             }
             stats.buckets += 1;
-            stats.dense_bytes += len * 4;
             start = end;
         }
         Ok(())
     }
 }
 
+/// One parameter's share of a bucket.
+struct Segment<'a> {
+    param: &'a Param,
+    route: &'a Route,
+    /// This rank's distinct rows (tables).
+    own: &'a [u32],
+    /// Values it puts into the bucket.
+    len: usize,
+}
+
+/// Every rank's distinct rows per parameter, read out of the gathered
+/// bookkeeping (see [`GradSync::sync`]) and checked: the same parameter
+/// count as rank 0, the ids that the counts announce, rows inside their
+/// tables. Every rank finds the same fault at once, so that none fails
+/// alone while the others wait.
+fn rows_of_every_rank(
+    all: &[Vec<u64>],
+    store: &ParamStore,
+    params: &[Param],
+) -> Result<Vec<Vec<Vec<u32>>>> {
+    let n = params.len();
+    let count = |t: &Vec<u64>| t.first().copied().unwrap_or(0);
+    // This rank's own count is among them: the first that differs from
+    // rank 0's is the same rank everywhere.
+    if let Some((rank, theirs)) = all
+        .iter()
+        .enumerate()
+        .find(|(_, t)| count(t) != count(&all[0]))
+    {
+        return Err(DistError::ModelMismatch {
+            rank,
+            what: format!(
+                "{} parameters where rank 0 has {}",
+                count(theirs),
+                count(&all[0])
+            ),
+        });
+    }
+    all.iter()
+        .enumerate()
+        .map(|(rank, theirs)| {
+            let header = theirs
+                .get(..1 + 2 * n)
+                .ok_or_else(|| DistError::ModelMismatch {
+                    rank,
+                    what: format!("{} bookkeeping words for {n} parameters", theirs.len()),
+                })?;
+            let mut at = 1 + 2 * n;
+            (0..n)
+                .map(|i| {
+                    let k = header[2 + 2 * i] as usize;
+                    let ids = theirs
+                        .get(at..at + k)
+                        .ok_or_else(|| DistError::ModelMismatch {
+                            rank,
+                            what: format!("{} row ids announced, fewer sent", k),
+                        })?;
+                    at += k;
+                    let p = &params[i];
+                    if let Some(&r) = ids.iter().find(|&&r| r as usize >= p.shape().rows()) {
+                        return Err(DistError::Usage(format!(
+                            "rank {rank} wrote the gradient of row {r} of {:?}, which has {} rows",
+                            store.name(p.id())?,
+                            p.shape().rows()
+                        )));
+                    }
+                    Ok(ids.iter().map(|&r| r as u32).collect())
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// The device on which every gradient of `bucket` lives, if the
-/// communicator reduces there; `None` (the host route) otherwise. (No
-/// backend reduces "on" the CPU, but one that said so would take the
-/// tensor route there: how the tests check that route without a GPU.)
+/// communicator reduces there and the bucket holds whole parameters only;
+/// `None` (the host route) otherwise. (No backend reduces "on" the CPU, but
+/// one that said so would take the tensor route there: how the tests check
+/// that route without a GPU.)
 fn bucket_device(
     comm: &dyn Communicator,
     store: &ParamStore,
-    bucket: &[(&Param, Route)],
+    bucket: &[Segment],
 ) -> Result<Option<Device>> {
     let mut on = None;
-    for (p, _) in bucket {
-        let device = store.lock_grad(p.id(), "distributed sync")?.grad.device();
-        if !comm.reduces_on(device) || on.is_some_and(|d| d != device) {
+    for s in bucket {
+        let device = store
+            .lock_grad(s.param.id(), "distributed sync")?
+            .grad
+            .device();
+        let rows = matches!(s.route, Route::Rows(_));
+        if rows || !comm.reduces_on(device) || on.is_some_and(|d| d != device) {
             return Ok(None);
         }
         on = Some(device);
@@ -258,45 +374,86 @@ fn bucket_device(
     Ok(on)
 }
 
-/// Sums one bucket of `len` values through host memory: gathered into one
-/// host buffer, summed by [`Communicator::all_reduce_sum`], written back.
+/// Sums one bucket of `len` values through host memory: gathered into
+/// `flat.send`, summed by [`Communicator::all_reduce_sum_into`] into
+/// `flat.sum`, written back.
 fn host_bucket(
     comm: &dyn Communicator,
     store: &ParamStore,
-    bucket: &[(&Param, Route)],
+    bucket: &[Segment],
     len: usize,
+    flat: &mut Flat,
 ) -> Result<()> {
-    let mut flat = Vec::with_capacity(len);
-    for (p, _) in bucket {
+    let Flat { send: flat, sum } = flat;
+    flat.clear();
+    flat.reserve(len);
+    for s in bucket {
+        let p = s.param;
         let acc = store.lock_grad(p.id(), "distributed sync")?;
-        match acc.grad.device() {
+        let copy;
+        let grad = match acc.grad.device() {
             // Straight from host memory, without a copy of its own.
-            Device::Cpu => flat.extend_from_slice(acc.grad.as_slice::<f32>().map_err(
-                DistError::tensor(context(store, p, "reading the gradient of")),
-            )?),
-            _ => flat.extend_from_slice(&host(&acc.grad, store, p)?),
+            Device::Cpu => acc
+                .grad
+                .as_slice::<f32>()
+                .map_err(DistError::tensor(context(
+                    store,
+                    p,
+                    "reading the gradient of",
+                )))?,
+            _ => {
+                copy = host(&acc.grad, store, p)?;
+                &copy
+            }
+        };
+        match s.route {
+            Route::Rows(union) => {
+                // The union's rows; those this rank did not write are zeros
+                // (whatever its buffer holds there).
+                let cols = row_len(p);
+                for &r in union {
+                    match s.own.binary_search(&r) {
+                        Ok(_) => flat.extend_from_slice(&grad[r as usize * cols..][..cols]),
+                        Err(_) => flat.resize(flat.len() + cols, 0.0),
+                    }
+                }
+            }
+            _ => flat.extend_from_slice(grad),
         }
     }
-    comm.all_reduce_sum(&mut flat)?;
+    sum.resize(flat.len(), 0.0);
+    comm.all_reduce_sum_into(flat, sum)?;
     let mut at = 0;
-    for &(p, route) in bucket {
-        let n = numel(p);
+    for s in bucket {
+        let (p, n) = (s.param, s.len);
         let mut acc = store.lock_grad(p.id(), "distributed sync")?;
-        write_host(&mut acc, &flat[at..at + n], store, p)?;
-        mark_dense(&mut acc, route);
+        let sum = &sum[at..at + n];
+        with_grad_mut(&mut acc, store, p, |grad| {
+            match s.route {
+                Route::Rows(union) => {
+                    let cols = row_len(p);
+                    for (&r, row) in union.iter().zip(sum.chunks_exact(cols.max(1))) {
+                        grad[r as usize * cols..][..cols].copy_from_slice(row);
+                    }
+                }
+                _ => grad.copy_from_slice(sum),
+            }
+            Ok(())
+        })?;
+        mark(&mut acc, s.route);
         at += n;
     }
     Ok(())
 }
 
-/// Sums one bucket of `len` values on `device`: the gradients copied into
-/// one flat device buffer, summed in place by
+/// Sums one bucket of `len` values of whole parameters on `device`: the
+/// gradients copied into one flat device buffer, summed in place by
 /// [`Communicator::all_reduce_sum_tensor`], copied back (device copies, all
 /// on the device's stream; the host does not wait).
 fn device_bucket(
     comm: &dyn Communicator,
     store: &ParamStore,
-    bucket: &[(&Param, Route)],
+    bucket: &[Segment],
     len: usize,
     device: Device,
 ) -> Result<()> {
@@ -305,8 +462,8 @@ fn device_bucket(
     let mut flat =
         Tensor::zeros([len], DType::F32, device).map_err(DistError::tensor(summing()))?;
     let mut at = 0;
-    for (p, _) in bucket {
-        let n = numel(p);
+    for s in bucket {
+        let (p, n) = (s.param, s.len);
         let acc = store.lock_grad(p.id(), "distributed sync")?;
         copy_flat(backend, &acc.grad, 0, &mut flat, at, n).map_err(DistError::tensor(context(
             store,
@@ -317,15 +474,15 @@ fn device_bucket(
     }
     comm.all_reduce_sum_tensor(&mut flat)?;
     let mut at = 0;
-    for &(p, route) in bucket {
-        let n = numel(p);
+    for s in bucket {
+        let (p, n) = (s.param, s.len);
         let mut acc = store.lock_grad(p.id(), "distributed sync")?;
         copy_flat(backend, &flat, at, &mut acc.grad, 0, n).map_err(DistError::tensor(context(
             store,
             p,
             "writing the gradient of",
         )))?;
-        mark_dense(&mut acc, route);
+        mark(&mut acc, s.route);
         at += n;
     }
     Ok(())
@@ -347,72 +504,14 @@ fn copy_flat(
     backend.copy_rows(&src, src_at, dst.view_mut()?.reshape([len])?, dst_at, n)
 }
 
-/// Written densely on some rank: so it is on every rank now (a table summed
-/// densely for its rows keeps its row list).
-fn mark_dense(acc: &mut GradAcc, route: Route) {
-    if route == Route::Dense {
-        acc.dense = true;
+/// What every rank's accumulator says after the sum: written densely if
+/// some rank did; a table's rows, the union of every rank's.
+fn mark(acc: &mut GradAcc, route: &Route) {
+    match route {
+        Route::Dense => acc.dense = true,
+        Route::Rows(union) | Route::RowsAsDense(union) => acc.rows.clone_from(union),
+        Route::Untouched => {}
     }
-}
-
-/// A table written by rows only: every rank's ids, and their rows summed
-/// in rank order (`sparse`) or the table already summed densely; the
-/// accumulator then lists the union of the ids.
-fn rows(
-    comm: &dyn Communicator,
-    store: &ParamStore,
-    p: &Param,
-    own: &[u32],
-    sparse: bool,
-    stats: &mut SyncStats,
-) -> Result<()> {
-    let ids = comm.all_gather(own)?;
-    let mut acc = store.lock_grad(p.id(), "distributed sync")?;
-    if sparse {
-        let cols = row_len(p);
-        let name = store.name(p.id())?;
-        let shape = p.shape();
-        with_grad_mut(&mut acc, store, p, |grad| {
-            let mut values = Vec::with_capacity(own.len() * cols);
-            for &r in own {
-                values.extend_from_slice(&grad[r as usize * cols..][..cols]);
-            }
-            let all = comm.all_gather(&values)?;
-            for &r in own {
-                grad[r as usize * cols..][..cols].fill(0.0);
-            }
-            for (rank, (rows, vals)) in ids.iter().zip(&all).enumerate() {
-                if vals.len() != rows.len() * cols {
-                    return Err(DistError::ModelMismatch {
-                        rank,
-                        what: format!(
-                            "{} values for {} rows of {name:?} ({cols} columns)",
-                            vals.len(),
-                            rows.len(),
-                        ),
-                    });
-                }
-                for (k, &r) in rows.iter().enumerate() {
-                    let dst = grad
-                        .get_mut(r as usize * cols..(r as usize + 1) * cols)
-                        .ok_or_else(|| DistError::ModelMismatch {
-                            rank,
-                            what: format!("row {r} is past the table {shape:?} of {name:?}"),
-                        })?;
-                    for (d, s) in dst.iter_mut().zip(&vals[k * cols..(k + 1) * cols]) {
-                        *d += s;
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        stats.sparse_bytes += (own.len() * (cols + 1)) * 4;
-    }
-    let mut union: Vec<u32> = ids.into_iter().flatten().collect();
-    union.sort_unstable();
-    union.dedup();
-    acc.rows = union;
-    Ok(())
 }
 
 /// A gradient's values on the host.
@@ -426,14 +525,6 @@ fn host(t: &Tensor, store: &ParamStore, p: &Param) -> Result<Vec<f32>> {
         p,
         "reading the gradient of",
     )))
-}
-
-/// Overwrites a gradient with `values`.
-fn write_host(acc: &mut GradAcc, values: &[f32], store: &ParamStore, p: &Param) -> Result<()> {
-    with_grad_mut(acc, store, p, |grad| {
-        grad.copy_from_slice(values);
-        Ok(())
-    })
 }
 
 /// Runs `f` on a gradient's values: in place on the host, or on a host

@@ -287,10 +287,11 @@ fn check_table_sync(rows: &[&[u32]], sparse: bool) {
         .collect();
     let want_w: Vec<_> = (0..3).map(|i| rank_sum(0..n, |r| gval(r, 0, i))).collect();
     for (rank, (stats, got)) in out.iter().enumerate() {
-        // (ids, rows) of this rank's distinct rows, or the table in a bucket.
+        // This rank's distinct ids and the union's rows, or the table in a
+        // bucket.
         let own = sorted_dedup(rows[rank]).len();
         let bytes = match sparse {
-            true => (own * (4 + 1) * 4, 3 * 4),
+            true => ((own + union.len() * 4) * 4, 3 * 4),
             false => (0, (3 + 40) * 4),
         };
         let got_bytes = (stats.sparse_bytes, stats.dense_bytes);
@@ -555,7 +556,10 @@ fn all_reduce_sums_in_rank_order_on_every_rank() {
             let r = comm.rank();
             let mut f: Vec<f32> = (0..17).map(|i| gval(r, 0, i)).collect();
             let mut d: Vec<f64> = (0..9).map(|i| f64::from(gval(r, 1, i)) / 3.0).collect();
+            let mut into = vec![0.0f32; f.len()];
+            comm.all_reduce_sum_into(&f, &mut into).unwrap();
             comm.all_reduce_sum(&mut f).unwrap();
+            assert_eq!(into, f, "out of place equals in place");
             comm.all_reduce_sum_f64(&mut d).unwrap();
             (f, d)
         });
@@ -645,6 +649,9 @@ fn mismatched_lengths_are_an_error_not_a_panic() {
         let e1 = comm.all_reduce_sum(&mut f);
         let e2 = comm.all_reduce_sum_f64(&mut vec![1.0; 2 + r]);
         let e3 = comm.broadcast(&mut vec![1.0; 2 + usize::from(r == 0)], 0);
+        // Caught before any collective, on the rank that passed them.
+        let e4 = comm.all_reduce_sum_into(&[1.0; 3], &mut [0.0; 2]);
+        assert!(e4.is_err_and(|e| e.to_string().contains("3 values sent into 2")));
         // The group is still usable.
         let mut ok = [r as f32];
         comm.all_reduce_sum(&mut ok).unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use sheaf_autodiff::Graph;
-use sheaf_dist::{check_in_sync, shard, Communicator, GradSync, SyncStats};
+use sheaf_dist::{balanced_shard, check_in_sync, Communicator, GradSync, SyncStats};
 
 use super::step::{dropout_seed, finish_step, minibatch_loss};
 use super::{mix, prepare_dir, Event, ModelConfig, Reduction, TrainConfig, Trainer};
@@ -150,7 +150,14 @@ impl Trainer {
             .as_mut()
             .ok_or_else(|| Error::Config("a distributed step without a communicator".into()))?;
         let (rank, size) = (d.comm.rank(), d.comm.size());
-        let part = shard(batch, rank, size);
+        // Shards of equal size and close node counts: the ranks then reach
+        // the gradient sum at about the same time.
+        let nodes: Vec<u64> = batch.iter().map(|&i| train.nodes(&[i]) as u64).collect();
+        let part: Vec<usize> = balanced_shard(&nodes, rank, size)
+            .into_iter()
+            .map(|k| batch[k])
+            .collect();
+        let part = &part[..];
         let mean = state.train.reduction == Reduction::Mean;
         let mut value = [0.0f64];
         if !part.is_empty() {
