@@ -5,7 +5,7 @@ mod common;
 use common::{assert_close, check_shapes, instances, loss, tensor, value};
 use sheaf_autodiff::testing::check_batching;
 use sheaf_autodiff::{Expr, Graph};
-use sheaf_tensor::{Shape, Tensor};
+use sheaf_tensor::{Shape, Tensor, Unary};
 
 #[test]
 fn matmul_values() {
@@ -220,5 +220,101 @@ fn affine_shape_errors() {
     assert_eq!(
         err(g.linear_sum(&[])),
         "linear: expected at least one (weight [out, in], input [in]) pair, given "
+    );
+}
+
+type Act = (Unary, fn(&mut Graph, Expr) -> sheaf_autodiff::Result<Expr>);
+const ACTS: [Act; 3] = [
+    (Unary::Relu, Graph::relu),
+    (Unary::Tanh, Graph::tanh),
+    (Unary::Sigmoid, Graph::sigmoid),
+];
+
+#[test]
+fn affine_act_equals_affine_then_the_activation() {
+    for (act, f) in ACTS {
+        let mut g = Graph::new();
+        let bias = g.input(Tensor::from_slice(&[0.5f32, -0.5, 0.0], [3]).unwrap());
+        let w = g.input(tensor(&[3, 4], 1.0));
+        let x = g.input(tensor(&[4], 2.0));
+        let w2 = g.input(tensor(&[3, 2], 3.0));
+        let x2 = g.input(tensor(&[2], 4.0));
+        let fused = g.affine_act(act, bias, &[(w, x), (w2, x2)]).unwrap();
+        let pre = g.affine(bias, &[(w, x), (w2, x2)]).unwrap();
+        let two = f(&mut g, pre).unwrap();
+        assert_eq!(g.op(fused.node()).name(), format!("affine_{act}"));
+        let (a, b) = (value(&mut g, fused), value(&mut g, two));
+        assert_eq!(a, b, "{act}");
+    }
+}
+
+#[test]
+fn affine_act_gradients() {
+    for (act, _) in ACTS {
+        // bias, W1, x1, W2, x2; an input through a node (tanh).
+        check_shapes(
+            &move |g, p| {
+                let x2 = g.tanh(p[4])?;
+                let y = g.affine_act(act, p[0], &[(p[1], p[2]), (p[3], x2)])?;
+                loss(g, y)
+            },
+            &[&[5], &[5, 4], &[4], &[5, 2], &[2]],
+        );
+    }
+    // Relu's kink lies away from every pre-activation of that check (its
+    // finite differences would straddle it otherwise), and both sides of it
+    // are taken.
+    let mut g = Graph::new();
+    let p: Vec<Expr> = [&[5][..], &[5, 4], &[4], &[5, 2], &[2]]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| g.input(tensor(s, i as f32)))
+        .collect();
+    let x2 = g.tanh(p[4]).unwrap();
+    let pre = g.affine(p[0], &[(p[1], p[2]), (p[3], x2)]).unwrap();
+    let pre = value(&mut g, pre);
+    assert!(pre.iter().all(|v| v.abs() > 1e-2), "{pre:?}");
+    assert!(
+        pre.iter().any(|&v| v > 0.0) && pre.iter().any(|&v| v < 0.0),
+        "{pre:?}"
+    );
+}
+
+#[test]
+fn affine_act_batches_like_single_calls() {
+    for (act, _) in ACTS {
+        let mut g = Graph::new();
+        let bias = g.input(tensor(&[3], 0.0));
+        let (w1, x1) = (g.input(tensor(&[3, 4], 1.0)), g.input(tensor(&[4], 2.0)));
+        let y = g.affine_act(act, bias, &[(w1, x1)]).unwrap();
+        for b in 3..=5 {
+            let inst = instances(&[&[3], &[3, 4], &[4]], &[0, 1], b);
+            check_batching(g.op(y.node()), &inst, 0, 1e-5).unwrap_or_else(|m| panic!("{m}"));
+        }
+    }
+}
+
+#[test]
+fn affine_act_signature_and_errors() {
+    let mut g = Graph::new();
+    let bias = g.input(tensor(&[3], 0.0));
+    let w = g.input(tensor(&[3, 4], 1.0));
+    let x = g.input(tensor(&[4], 3.0));
+    let plain = g.affine(bias, &[(w, x)]).unwrap();
+    let relu = g.affine_act(Unary::Relu, bias, &[(w, x)]).unwrap();
+    let relu2 = g.affine_act(Unary::Relu, bias, &[(w, x)]).unwrap();
+    let tanh = g.affine_act(Unary::Tanh, bias, &[(w, x)]).unwrap();
+    let sig = |e: Expr| g.node(e.node()).sig();
+    assert_eq!(sig(relu), sig(relu2));
+    assert_ne!(sig(relu), sig(plain));
+    assert_ne!(sig(relu), sig(tanh));
+    let err = |r: sheaf_autodiff::Result<Expr>| r.unwrap_err().to_string();
+    assert_eq!(
+        err(g.affine_act(Unary::Exp, bias, &[(w, x)])),
+        "affine_act: exp cannot be fused into an affine (relu, tanh and sigmoid can)"
+    );
+    assert_eq!(
+        err(g.affine_act(Unary::Relu, w, &[(w, x)])),
+        "affine_relu: expected a bias vector [out], given [3, 4], [3, 4], [4]"
     );
 }

@@ -207,8 +207,7 @@ impl FC {
 
     /// The layer on `x` directly (inside a `Function`'s closure).
     pub fn apply(&self, g: &mut Graph, x: Expr) -> std::result::Result<Expr, GraphError> {
-        let y = self.layer.forward(g, x)?;
-        self.act.nn().apply(g, y)
+        self.layer.forward_act(g, x, self.act.nn())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Feed-forward layers: [`Linear`], [`Embedding`], [`Mlp`].
 
 use sheaf_autodiff::{Expr, Graph, GraphError, Param, Result};
+use sheaf_tensor::Unary;
 
 use crate::scope::{check_sizes, layer_path, Scope};
 
@@ -188,6 +189,41 @@ impl Linear {
                 g.affine(b, &[(w, x)])
             }
             None => g.linear(w, x),
+        }
+    }
+
+    /// `act(self(x))`: with a bias and an activation, ONE node
+    /// ([`Graph::affine_act`]: the activation in place on the product);
+    /// otherwise [`Linear::forward`] then [`Activation::apply`].
+    ///
+    /// ```
+    /// use sheaf_autodiff::{Graph, Init, ParamStore, Sequential};
+    /// use sheaf_nn::{Activation, Linear, Scope};
+    /// use sheaf_tensor::Tensor;
+    ///
+    /// let mut store = ParamStore::new();
+    /// let mut root = Scope::new(&mut store, 1);
+    /// let w = root.param("w", [2, 3], Init::Const(1.0))?;
+    /// let b = root.param("b", [2], Init::Const(-6.5))?;
+    /// let fc = Linear::from_params(w, Some(b))?;
+    /// let mut g = Graph::new();
+    /// let x = g.input(Tensor::from_vec(vec![1.0f32, 2.0, 4.0], [3]).unwrap());
+    /// let y = fc.forward_act(&mut g, x, Activation::Relu)?;
+    /// assert_eq!(g.op_name(y.node()), "affine_relu");
+    /// let y = Sequential::new().forward(&mut g, &store, y)?;
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.5, 0.5]);
+    /// # Ok::<(), sheaf_autodiff::GraphError>(())
+    /// ```
+    pub fn forward_act(&self, g: &mut Graph, x: Expr, act: Activation) -> Result<Expr> {
+        match (self.b, act.fused()) {
+            (Some(b), Some(op)) => {
+                let (w, b) = (g.param(&self.w), g.param(&b));
+                g.affine_act(op, b, &[(w, x)])
+            }
+            _ => {
+                let y = self.forward(g, x)?;
+                act.apply(g, y)
+            }
         }
     }
 }
@@ -390,6 +426,17 @@ impl Activation {
             Activation::Identity => Ok(x),
         }
     }
+
+    /// The elementwise map an affine layer can run in place
+    /// ([`Graph::affine_act`]); `None` for the identity.
+    pub fn fused(self) -> Option<Unary> {
+        match self {
+            Activation::Tanh => Some(Unary::Tanh),
+            Activation::Relu => Some(Unary::Relu),
+            Activation::Sigmoid => Some(Unary::Sigmoid),
+            Activation::Identity => None,
+        }
+    }
 }
 
 /// A multilayer perceptron: `Linear` layers of the given sizes, the
@@ -520,10 +567,10 @@ impl Mlp {
             if i > 0 && drop {
                 h = g.dropout(h, self.dropout)?;
             }
-            h = layer.forward(g, h)?;
-            if i < last {
-                h = self.activation.apply(g, h)?;
-            }
+            h = match i < last {
+                true => layer.forward_act(g, h, self.activation)?,
+                false => layer.forward(g, h)?,
+            };
         }
         Ok(h)
     }

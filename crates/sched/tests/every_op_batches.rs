@@ -15,6 +15,7 @@ use common::{check_all, tensor, Lcg};
 use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{Expr, Graph, Param, ParamStore};
 use sheaf_sched::{Executor, Strategy};
+use sheaf_tensor::Unary;
 
 const INSTANCES: usize = 5;
 const H: usize = 3;
@@ -62,6 +63,19 @@ fn cases() -> Vec<Case> {
         case!("affine", &[V4, V4], false, |g, s, a, _| {
             let (b, w, w2) = (g.param(&s.b), g.param(&s.w), g.param(&s.w2));
             g.affine(b, &[(w, a[0]), (w2, a[1])]).unwrap()
+        }),
+        case!("affine_relu", &[V4, V4], false, |g, s, a, _| {
+            let (b, w, w2) = (g.param(&s.b), g.param(&s.w), g.param(&s.w2));
+            g.affine_act(Unary::Relu, b, &[(w, a[0]), (w2, a[1])])
+                .unwrap()
+        }),
+        case!("affine_tanh", &[V4], false, |g, s, a, _| {
+            let (b, w) = (g.param(&s.b), g.param(&s.w));
+            g.affine_act(Unary::Tanh, b, &[(w, a[0])]).unwrap()
+        }),
+        case!("affine_sigmoid", &[V4], false, |g, s, a, _| {
+            let (b, w) = (g.param(&s.b), g.param(&s.w));
+            g.affine_act(Unary::Sigmoid, b, &[(w, a[0])]).unwrap()
         }),
         case!("linear", &[V4], false, |g, s, a, _| {
             let w = g.param(&s.w);
@@ -210,7 +224,7 @@ fn instances(g: &mut Graph, case: &Case, shared: &Shared, args: &[Vec<Param>]) -
 #[test]
 fn every_op_runs_five_instances_in_fewer_calls_than_nodes() {
     let cases = cases();
-    assert_eq!(cases.len(), 38, "every op but the two leaves");
+    assert_eq!(cases.len(), 41, "every op but the two leaves");
     for case in &cases {
         let (mut store, shared, args) = setup(case);
         for st in [Strategy::Depth, Strategy::Agenda] {

@@ -1,10 +1,11 @@
 //! Matrix products: `matmul` (a product of two per-instance values) and
 //! `affine` / `linear` (`b + sum_i W_i x_i` with shared weights, one matrix
-//! product per term over the whole batch).
+//! product per term over the whole batch), also with an activation fused
+//! in (`affine_relu`, `affine_tanh`, `affine_sigmoid`).
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{Shape, TensorError, TensorMut, Transpose};
+use sheaf_tensor::{DType, Shape, Tensor, TensorError, TensorMut, Transpose, Unary};
 
 use crate::error::Result;
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
@@ -24,8 +25,14 @@ use crate::{Expr, Graph};
 const JOIN_MIN_WORK: usize = 1 << 18;
 
 static MATMUL: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(MatMul));
-static AFFINE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine { bias: true }));
-static LINEAR: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine { bias: false }));
+static AFFINE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine::new(true, None)));
+static LINEAR: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Affine::new(false, None)));
+static AFFINE_RELU: LazyLock<Arc<dyn Op>> =
+    LazyLock::new(|| Arc::new(Affine::new(true, Some(Unary::Relu))));
+static AFFINE_TANH: LazyLock<Arc<dyn Op>> =
+    LazyLock::new(|| Arc::new(Affine::new(true, Some(Unary::Tanh))));
+static AFFINE_SIGMOID: LazyLock<Arc<dyn Op>> =
+    LazyLock::new(|| Arc::new(Affine::new(true, Some(Unary::Sigmoid))));
 
 /// `a * b` for a matrix `a` `[m, k]` and a matrix `b` `[k, n]` (out
 /// `[m, n]`) or a vector `b` `[k]` (out `[m]`), both per instance. A batch
@@ -128,11 +135,20 @@ impl Op for MatMul {
 /// weights `W_i` `[out, in_i]` and the bias `[out]` are shared by a batch,
 /// the inputs `x_i` `[in_i]` are stacked, so each term is ONE matrix product
 /// `X_i W_i^T` over the batch. Arguments: `[bias,] W_1, x_1, W_2, x_2, ...`.
+///
+/// With `act`, the activation runs in place on the products' output (one
+/// node and one buffer instead of two, and no second pass over memory); its
+/// derivative is read off the output, which relu, tanh and sigmoid allow.
 pub(crate) struct Affine {
     bias: bool,
+    act: Option<Unary>,
 }
 
 impl Affine {
+    fn new(bias: bool, act: Option<Unary>) -> Affine {
+        Affine { bias, act }
+    }
+
     /// Index of the first weight among the arguments.
     fn first(&self) -> usize {
         usize::from(self.bias)
@@ -146,10 +162,13 @@ impl Affine {
     }
 
     fn name_of(&self) -> &'static str {
-        if self.bias {
-            "affine"
-        } else {
-            "linear"
+        match (self.bias, self.act) {
+            (_, Some(Unary::Relu)) => "affine_relu",
+            (_, Some(Unary::Tanh)) => "affine_tanh",
+            (_, Some(Unary::Sigmoid)) => "affine_sigmoid",
+            (_, Some(_)) => "affine_act",
+            (true, None) => "affine",
+            (false, None) => "linear",
         }
     }
 }
@@ -239,6 +258,9 @@ impl Op for Affine {
             )?;
             beta = 1.0;
         }
+        if let Some(act) = self.act {
+            cx.backend.unary_inplace(act, out)?;
+        }
         Ok(())
     }
     fn backward_writes(&self, i: usize, n: usize, _attr: Attr) -> bool {
@@ -246,7 +268,20 @@ impl Op for Affine {
         self.arg_role(i, n) == ArgRole::Stack
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
-        let (be, dy) = (cx.backend, cx.dout);
+        let be = cx.backend;
+        // With an activation: the gradient before it, dY * act'(Y), read
+        // off the output Y (act(Y) > 0 exactly where its input was, for
+        // relu).
+        let before_act;
+        let dy = match self.act {
+            None => cx.dout,
+            Some(act) => {
+                let mut d = Tensor::zeros(cx.dout.shape(), DType::F32, be.device())?;
+                be.unary_bwd(act, cx.out, cx.out, cx.dout, d.view_mut()?)?;
+                before_act = d;
+                &before_act
+            }
+        };
         if self.bias {
             if let Some(Some(db)) = cx.dargs.first_mut() {
                 be.col_sums_acc(dy, db.reborrow())?;
@@ -327,6 +362,32 @@ impl Graph {
         args.push(bias);
         args.extend(terms.iter().flat_map(|&(w, x)| [w, x]));
         self.apply_with_data(&AFFINE, &args, 0, 0)
+    }
+
+    /// `act(bias + sum_i W_i x_i)` as ONE node: [`Graph::affine`] with the
+    /// activation applied in place on the product (no node, buffer or pass
+    /// of its own, in forward or backward). `act` is [`Unary::Relu`],
+    /// [`Unary::Tanh`] or [`Unary::Sigmoid`] (their derivatives are read off
+    /// the output); others are an error. Equal to `self.affine` followed
+    /// by the activation's op.
+    pub fn affine_act(&mut self, act: Unary, bias: Expr, terms: &[(Expr, Expr)]) -> Result<Expr> {
+        let op = match act {
+            Unary::Relu => &AFFINE_RELU,
+            Unary::Tanh => &AFFINE_TANH,
+            Unary::Sigmoid => &AFFINE_SIGMOID,
+            other => {
+                return Err(crate::GraphError::Data {
+                    op: "affine_act",
+                    what: format!(
+                        "{other} cannot be fused into an affine (relu, tanh and sigmoid can)"
+                    ),
+                })
+            }
+        };
+        let mut args = Vec::with_capacity(1 + 2 * terms.len());
+        args.push(bias);
+        args.extend(terms.iter().flat_map(|&(w, x)| [w, x]));
+        self.apply_with_data(op, &args, 0, 0)
     }
 
     /// `W x` for a shared weight `W` `[out, in]` and a vector `x` `[in]`:
