@@ -308,8 +308,12 @@ pub struct WeaveVertex {
     hidden: usize,
     /// Module 1's `P→A` term of one pair: `relu(W p_ij)`.
     pair_to_atom: VertexFn,
-    /// Module 2's `P→A` term of one pair from `(a_i, a_j, p_ij)`: module
-    /// 1's pair update (`A→P`, `P→P`, `P`), then module 2's `P→A` layer.
+    /// Module 1's `A→P` of an unordered pair `{i, j}` from `(a_i, a_j)`:
+    /// `relu(W [a_i; a_j]) + relu(W [a_j; a_i])`, the same for `ij` and
+    /// `ji`, so computed once for both (as the hand-batched W5 does).
+    atom_to_pair: VertexFn,
+    /// Module 2's `P→A` term of one pair from `(A→P_ij, p_ij)`: module 1's
+    /// pair update (`P→P`, `P`), then module 2's `P→A` layer.
     pair_update: VertexFn,
     /// Module 1's atom update from `(a_i, Σ_j P→A)`.
     atom1: VertexFn,
@@ -337,13 +341,17 @@ impl Weave {
         let pair_to_atom = VertexFn::trace("weave P->A", &[p_in], move |g, x| {
             Ok(vec![pa.apply(g, x[0])?])
         })?;
-        let (one, two) = (m1.clone(), m2.clone());
-        let pair_update = VertexFn::trace("weave pair", &[a_in, a_in, p_in], move |g, x| {
-            let (ai, aj, p) = (x[0], x[1], x[2]);
+        let ap = m1.ap.clone();
+        let atom_to_pair = VertexFn::trace("weave A->P", &[a_in, a_in], move |g, x| {
+            let (ai, aj) = (x[0], x[1]);
             let ij = g.concat(&[ai, aj])?;
             let ji = g.concat(&[aj, ai])?;
-            let (u, v) = (one.ap.apply(g, ij)?, one.ap.apply(g, ji)?);
-            let ap = g.add(u, v)?;
+            let (u, v) = (ap.apply(g, ij)?, ap.apply(g, ji)?);
+            Ok(vec![g.add(u, v)?])
+        })?;
+        let (one, two) = (m1.clone(), m2.clone());
+        let pair_update = VertexFn::trace("weave pair", &[h, p_in], move |g, x| {
+            let (ap, p) = (x[0], x[1]);
             let pp = one.pp.apply(g, p)?;
             let both = g.concat(&[ap, pp])?;
             let p_next = one.p.apply(g, both)?;
@@ -360,6 +368,7 @@ impl Weave {
         Ok(WeaveVertex {
             hidden: d,
             pair_to_atom,
+            atom_to_pair,
             pair_update,
             atom1,
             atom2,
@@ -393,6 +402,14 @@ impl WeaveVertex {
         let pair_inputs = rows(g, m.pairs.concat().concat(), PAIR_FEATURES)?;
         let mut pair_inputs = pair_inputs.into_iter();
         let n = atoms.len();
+        // `A→P` of each unordered pair {i, j} (i < j), at i * n + j.
+        let mut atom_to_pair = vec![None; n * n];
+        for i in 0..n {
+            for j in i + 1..n {
+                let both = g.call_one(&self.atom_to_pair, &[atoms[i], atoms[j]])?;
+                atom_to_pair[i * n + j] = Some(both);
+            }
+        }
         let mut terms1 = Vec::with_capacity(n);
         let mut terms2 = Vec::with_capacity(n);
         for (i, row) in m.pairs.iter().enumerate() {
@@ -402,8 +419,11 @@ impl WeaveVertex {
                 let p = pair_inputs.next().ok_or_else(|| {
                     GraphError::Params("weave: a molecule with fewer pair rows than pairs".into())
                 })?;
+                let ap = atom_to_pair[i.min(j) * n + i.max(j)].ok_or_else(|| {
+                    GraphError::Params("weave: a pair of an atom with itself".into())
+                })?;
                 t1.push(g.call_one(&self.pair_to_atom, &[p])?);
-                t2.push(g.call_one(&self.pair_update, &[atoms[i], atoms[j], p])?);
+                t2.push(g.call_one(&self.pair_update, &[ap, p])?);
             }
             terms1.push(t1);
             terms2.push(t2);
