@@ -474,7 +474,8 @@ fn mlp_dropout_only_in_training() {
             true => {
                 let w = g.param(&l.weight());
                 let b = g.param(&l.bias().unwrap());
-                g.affine_act(sheaf_tensor::Unary::Tanh, b, &[(w, h)]).unwrap()
+                g.affine_act(sheaf_tensor::Unary::Tanh, b, &[(w, h)])
+                    .unwrap()
             }
             false => l.forward(&mut g, h).unwrap(),
         };

@@ -57,19 +57,30 @@ mod pool {
                     false => t.reuse(shape, DType::F32),
                 };
                 if let Ok(t) = t {
-                    return Ok(t);
+                    return poisoned(t, zero);
                 }
             }
             // Rounded up (to 1/8 of the next power of two) so that the next
             // batch, a little larger, still finds this buffer.
             let class = n.max(16).div_ceil((n.next_power_of_two() / 8).max(16))
                 * (n.next_power_of_two() / 8).max(16);
-            let fresh = Tensor::zeros([class], DType::F32, device)?;
-            return fresh
+            let fresh = Tensor::zeros([class], DType::F32, device)?
                 .reuse(shape, DType::F32)
-                .map_err(|_| sheaf_tensor::TensorError::SizeOverflow { shape });
+                .map_err(|_| sheaf_tensor::TensorError::SizeOverflow { shape })?;
+            return poisoned(fresh, zero);
         }
         Tensor::zeros(shape, DType::F32, device)
+    }
+
+    /// Debug builds (the tests) fill buffers handed out unzeroed with NaN,
+    /// as the executor's arena does: an op that reads its output, or adds
+    /// to a gradient it was told to write, fails the equality tests
+    /// instead of passing on stale values that happen to be zero.
+    fn poisoned(mut t: Tensor, zero: bool) -> sheaf_tensor::Result<Tensor> {
+        if !zero && cfg!(debug_assertions) {
+            t.device().backend()?.fill(f32::NAN, t.view_mut()?)?;
+        }
+        Ok(t)
     }
 
     /// Keeps `t` for a later [`take`] if no one else holds its buffer.
@@ -380,6 +391,15 @@ impl Op for CallOp {
             let mut held: Vec<Option<Tensor>> = vec![None; s.args.len()];
             let mut direct: Vec<bool> = vec![false; s.args.len()];
             let mut seen: Vec<Src> = Vec::new();
+            // Fresh gradient buffers the op writes whole (its
+            // `backward_writes`) are handed out unzeroed, their bits set.
+            let mut write = 0u64;
+            let n = s.args.len();
+            let mut fresh = |k: usize, shape: Shape| {
+                let writes = k < 64 && s.op.backward_writes(k, n, s.attr);
+                write |= u64::from(writes) << k.min(63);
+                pool::take(shape, !writes, be.device())
+            };
             for (k, (&src, &role)) in s.args.iter().zip(&s.roles).enumerate() {
                 let wants = match src {
                     Src::Const(_) => false,
@@ -404,12 +424,12 @@ impl Op for CallOp {
                     Src::Step(m) if !repeated => {
                         held[k] = Some(match grads[m].take() {
                             Some(g) => g,
-                            None => alloc_zeroed(be, b, t.steps[m].shape)?,
+                            None => fresh(k, Shape::stack(b, t.steps[m].shape)?)?,
                         });
                         direct[k] = true;
                     }
                     Src::Arg(_) | Src::Param(_) if !repeated && !broadcast => direct[k] = true,
-                    _ => held[k] = Some(alloc_like(be, &args[k])?),
+                    _ => held[k] = Some(fresh(k, args[k].shape())?),
                 }
             }
             let mut touched: Vec<(usize, Vec<u32>)> = Vec::new();
@@ -438,7 +458,8 @@ impl Op for CallOp {
                     &dstep,
                     dargs,
                 )
-                .with_kept(&kept[s.kept_at..s.kept_at + s.op.keeps()]);
+                .with_kept(&kept[s.kept_at..s.kept_at + s.op.keeps()])
+                .writing(write);
                 s.op.backward(&mut inner)?;
                 for (a, rows) in inner.touched_rows() {
                     if let Some(Src::Param(i)) = s.args.get(*a) {
@@ -486,11 +507,6 @@ impl Op for CallOp {
         grads.into_iter().flatten().for_each(pool::give);
         Ok(())
     }
-}
-
-/// A zeroed buffer shaped like `t`.
-fn alloc_like(be: &dyn Backend, t: &Tensor) -> sheaf_tensor::Result<Tensor> {
-    pool::take(t.shape(), true, be.device())
 }
 
 /// Adds a parameter's gradient `g` to `dst`: as it is where the op read the
