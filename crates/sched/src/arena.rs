@@ -65,12 +65,15 @@ impl Arena {
 
     fn take_unpoisoned(&mut self, shape: Shape, zero: bool) -> sheaf_tensor::Result<Tensor> {
         let numel = shape.numel()?;
-        let fit = self.free.range_mut(numel..).next();
-        if let Some((&cap, list)) = fit.filter(|(&c, _)| c <= numel.saturating_mul(2) + MAX_SLACK) {
+        // Emptied lists stay in the map (their vectors allocated), so that
+        // recycling a step's buffers allocates nothing: skip them.
+        let limit = numel.saturating_mul(2).saturating_add(MAX_SLACK);
+        let fit = self
+            .free
+            .range_mut(numel..=limit)
+            .find(|(_, list)| !list.is_empty());
+        if let Some((&cap, list)) = fit {
             let t = list.pop();
-            if list.is_empty() {
-                self.free.remove(&cap);
-            }
             // Refused only if shared since it was put back (the arena holds
             // the only handle, so never); then allocate.
             let on_host = self.device == Device::Cpu;

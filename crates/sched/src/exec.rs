@@ -82,6 +82,8 @@ pub struct Executor {
     /// the store once at its end (see `backward.rs`).
     pub(crate) private_grads: Vec<PrivateGrad>,
     pub(crate) arena: Arena,
+    /// `gather_rows` / `scatter_grads`' working memory.
+    pub(crate) row_scratch: crate::rows::RowScratch,
     /// Planning's working memory, kept from graph to graph.
     planner: Planner,
     pub(crate) stats: PlanStats,
@@ -139,6 +141,7 @@ impl Executor {
             grads: Vec::new(),
             private_grads: Vec::new(),
             arena: Arena::default(),
+            row_scratch: Default::default(),
             planner: Planner::default(),
             stats: PlanStats::default(),
             plan_cache: rustc_hash::FxHashMap::default(),

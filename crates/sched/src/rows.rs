@@ -19,19 +19,52 @@ fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
     t.reshape([rows, t.numel() / rows.max(1)])
 }
 
+/// The working memory of [`Executor::gather_rows`] and
+/// [`Executor::scatter_grads`], kept from call to call: they run for most
+/// batches, and their maps and index vectors were a handful of allocations
+/// each time.
+#[derive(Default)]
+pub(crate) struct RowScratch {
+    srcs: Vec<Tensor>,
+    of_buffer: FxHashMap<u32, u32>,
+    from: Vec<(u32, u32)>,
+    to: Vec<u32>,
+}
+
 impl Executor {
     /// Writes the value of each `(node, row)` of `items` into that row of
     /// `dst` (rows of one shape, each row of `dst` once): rows of batch
     /// outputs and leaves' values alike, in one `gather_rows_from`.
     pub(crate) fn gather_rows(
-        &self,
+        &mut self,
         g: &Graph,
         items: impl Iterator<Item = (NodeId, u32)>,
         dst: &mut Tensor,
     ) -> sheaf_tensor::Result<()> {
-        let mut srcs: Vec<Tensor> = Vec::new();
-        let mut of_buffer: FxHashMap<u32, u32> = FxHashMap::default();
-        let (mut from, mut to) = (Vec::new(), Vec::new());
+        let mut scratch = std::mem::take(&mut self.row_scratch);
+        let result = self.gather_rows_with(g, items, dst, &mut scratch);
+        scratch.srcs.clear();
+        self.row_scratch = scratch;
+        result
+    }
+
+    fn gather_rows_with(
+        &self,
+        g: &Graph,
+        items: impl Iterator<Item = (NodeId, u32)>,
+        dst: &mut Tensor,
+        scratch: &mut RowScratch,
+    ) -> sheaf_tensor::Result<()> {
+        let RowScratch {
+            srcs,
+            of_buffer,
+            from,
+            to,
+        } = scratch;
+        srcs.clear();
+        of_buffer.clear();
+        from.clear();
+        to.clear();
         for (a, here) in items {
             let pair = match self.homes[a.index()] {
                 Some(h) => {
@@ -54,15 +87,14 @@ impl Executor {
             from.push(pair);
             to.push(here);
         }
-        let srcs = srcs
-            .iter()
-            .map(as_matrix)
-            .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+        for t in srcs.iter_mut() {
+            *t = as_matrix(t)?;
+        }
         let refs: Vec<&Tensor> = srcs.iter().collect();
         let rows = dst.num_rows();
         let len = dst.numel() / rows.max(1);
         let dst = dst.view_mut()?.reshape([rows, len])?;
-        self.backend.gather_rows_from(&refs, &from, dst, &to)
+        self.backend.gather_rows_from(&refs, from, dst, to)
     }
 
     /// Adds each row `here` of `t` to the gradient of the node `a` of
@@ -79,7 +111,8 @@ impl Executor {
         nodes: &[NodeId],
     ) -> Result<()> {
         let mut buffers: Vec<u32> = Vec::new();
-        let mut of_buffer: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut of_buffer = std::mem::take(&mut self.row_scratch.of_buffer);
+        of_buffer.clear();
         let (mut rows, mut to) = (Vec::new(), Vec::new());
         let mut params = Vec::new();
         for (a, here) in items {
@@ -96,6 +129,7 @@ impl Executor {
                 _ => params.push((a, here)),
             }
         }
+        self.row_scratch.of_buffer = of_buffer;
         let err = batch_err(op, nodes);
         for (a, here) in params {
             let row = t
