@@ -33,6 +33,8 @@ pub(crate) struct Arena {
     fresh: usize,
     /// Bytes handed out zero-filled since the step began.
     zeroed: usize,
+    /// Time spent zero-filling reused buffers since the step began.
+    zeroing: std::time::Duration,
 }
 
 impl Arena {
@@ -77,6 +79,7 @@ impl Arena {
             // Refused only if shared since it was put back (the arena holds
             // the only handle, so never); then allocate.
             let on_host = self.device == Device::Cpu;
+            let start = std::time::Instant::now();
             let t = t.map(|t| match zero && on_host {
                 true => t.recycle(shape, DType::F32),
                 false => t.reuse(shape, DType::F32),
@@ -84,6 +87,9 @@ impl Arena {
             if let Some(Ok(mut t)) = t {
                 if zero && !on_host {
                     self.device.backend()?.fill(0.0, t.view_mut()?)?;
+                }
+                if zero {
+                    self.zeroing += start.elapsed();
                 }
                 self.in_use += cap * 4;
                 return Ok(t);
@@ -114,7 +120,13 @@ impl Arena {
         self.in_use = 0;
         self.fresh = 0;
         self.zeroed = 0;
+        self.zeroing = std::time::Duration::ZERO;
         step
+    }
+
+    /// Time spent zero-filling reused buffers by the current step so far.
+    pub(crate) fn zeroing(&self) -> std::time::Duration {
+        self.zeroing
     }
 
     /// Bytes held by the current step so far.

@@ -191,13 +191,23 @@ impl Executor {
         src: &Tensor,
     ) -> sheaf_tensor::Result<()> {
         let be = self.backend;
-        self.with_grad(buffer, |t| {
+        let (start, zeroing) = (Instant::now(), self.arena.zeroing());
+        let added = self.with_grad(buffer, |t| {
             let dst = t
                 .view_mut()?
                 .into_rows_mut(row..row + n)?
                 .reshape(src.shape())?;
             be.axpy(1.0, src, dst)
-        })
+        });
+        self.note_moved(start, zeroing);
+        added
+    }
+
+    /// Adds the time since `start` to the data moved, less the zero fills
+    /// in it (the arena counts those: `zeroing` is its count at `start`).
+    fn note_moved(&mut self, start: Instant, zeroing: std::time::Duration) {
+        let filled = self.arena.zeroing().saturating_sub(zeroing);
+        self.moved += start.elapsed().saturating_sub(filled);
     }
 
     /// After a failed call: the batch's output gradient, the producers'
@@ -273,7 +283,9 @@ impl Executor {
             NodeKind::Param(p) => {
                 let mut acc = store.lock_grad(p, op)?;
                 let dst = acc.grad.view_mut().map_err(err)?;
+                let start = Instant::now();
                 self.backend.axpy(1.0, src, dst).map_err(err)?;
+                self.moved += start.elapsed();
                 acc.dense = true;
             }
             NodeKind::Op => {
@@ -589,11 +601,13 @@ impl Executor {
                 .map_err(&err),
             Source::Gather { buffer, idx } => {
                 let be = self.backend;
-                self.with_grad(*buffer, |dst| {
+                let (start, zeroing) = (Instant::now(), self.arena.zeroing());
+                let added = self.with_grad(*buffer, |dst| {
                     let src = t.reshape(Shape::stack(nodes.len(), dst.shape().row_shape())?)?;
                     be.scatter_add_rows(&src, idx, dst.view_mut()?)
-                })
-                .map_err(&err)
+                });
+                self.note_moved(start, zeroing);
+                added.map_err(&err)
             }
             // Sent back with every column by `send_back_block`.
             Source::Block => Ok(()),

@@ -84,6 +84,9 @@ pub struct Executor {
     pub(crate) arena: Arena,
     /// `gather_rows` / `scatter_grads`' working memory.
     pub(crate) row_scratch: crate::rows::RowScratch,
+    /// Time this step spent copying rows and gradients outside the ops
+    /// (with the arena's zero fills, `PlanStats::moves`).
+    pub(crate) moved: std::time::Duration,
     /// Planning's working memory, kept from graph to graph.
     planner: Planner,
     pub(crate) stats: PlanStats,
@@ -142,6 +145,7 @@ impl Executor {
             private_grads: Vec::new(),
             arena: Arena::default(),
             row_scratch: Default::default(),
+            moved: std::time::Duration::ZERO,
             planner: Planner::default(),
             stats: PlanStats::default(),
             plan_cache: rustc_hash::FxHashMap::default(),
@@ -263,6 +267,7 @@ impl Executor {
             self.arena.recycle(t);
         }
         self.arena.end_step();
+        self.moved = std::time::Duration::ZERO;
         self.stats = PlanStats::default();
     }
 
@@ -272,6 +277,7 @@ impl Executor {
         self.stats.arena_fresh_bytes = self.arena.fresh();
         self.stats.arena_peak_bytes = self.arena.peak();
         self.stats.arena_zeroed_bytes = self.arena.zeroed();
+        self.stats.moves = self.moved + self.arena.zeroing();
     }
 
     pub(crate) fn note_gather(&mut self, op: &'static str, bytes: usize) {
@@ -394,7 +400,9 @@ impl Executor {
                     .collect();
                 let idx = Tensor::from_vec(idx, [b])?.to_device(self.device())?;
                 let mut out = self.arena.overwritten(src.shape().with_rows(b))?;
+                let t = Instant::now();
                 self.backend.gather_rows(&src, &idx, out.view_mut()?)?;
+                self.moved += t.elapsed();
                 self.note_gather(op, b * row_bytes);
                 let source = Source::Gather {
                     buffer: h0.buffer,

@@ -42,18 +42,22 @@ impl Executor {
         dst: &mut Tensor,
     ) -> sheaf_tensor::Result<()> {
         let mut scratch = std::mem::take(&mut self.row_scratch);
-        let result = self.gather_rows_with(g, items, dst, &mut scratch);
+        let mut moved = std::time::Duration::ZERO;
+        let result = self.gather_rows_with(g, items, dst, &mut scratch, &mut moved);
         scratch.srcs.clear();
         self.row_scratch = scratch;
+        self.moved += moved;
         result
     }
 
+    /// [`Executor::gather_rows`]; the copy's time goes to `moved`.
     fn gather_rows_with(
         &self,
         g: &Graph,
         items: impl Iterator<Item = (NodeId, u32)>,
         dst: &mut Tensor,
         scratch: &mut RowScratch,
+        moved: &mut std::time::Duration,
     ) -> sheaf_tensor::Result<()> {
         let RowScratch {
             srcs,
@@ -94,7 +98,10 @@ impl Executor {
         let rows = dst.num_rows();
         let len = dst.numel() / rows.max(1);
         let dst = dst.view_mut()?.reshape([rows, len])?;
-        self.backend.gather_rows_from(&refs, from, dst, to)
+        let start = std::time::Instant::now();
+        let copied = self.backend.gather_rows_from(&refs, from, dst, to);
+        *moved += start.elapsed();
+        copied
     }
 
     /// Adds each row `here` of `t` to the gradient of the node `a` of
@@ -155,6 +162,7 @@ impl Executor {
             }
         }
         if result.is_ok() {
+            let start = std::time::Instant::now();
             result = (|| {
                 let src = as_matrix(t)?;
                 let mut views = taken
@@ -168,6 +176,7 @@ impl Executor {
                 self.backend
                     .scatter_add_rows_to(&src, &rows, &mut views, &to)
             })();
+            self.moved += start.elapsed();
         }
         for (b, d) in buffers.iter().zip(taken) {
             self.grads[*b as usize] = Some(d);

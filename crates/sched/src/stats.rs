@@ -45,6 +45,12 @@ pub struct PlanStats {
     /// The rest is the executor's bookkeeping: see
     /// [`PlanStats::bookkeeping`].
     pub op_calls: Duration,
+    /// Of `kernels`, the time the executor spent moving data outside the
+    /// ops: gathering batch inputs from earlier batches, scattering and
+    /// adding gradients back, zero-filling gradient buffers. Device
+    /// kernels on a GPU (where the host only launches them); on the CPU the
+    /// copies themselves.
+    pub moves: Duration,
     /// Device kernel launches (copies and cuBLAS calls included) of the
     /// step's forward and backward: what decides the speed of tree models
     /// on a GPU. 0 on the CPU, which launches nothing.
@@ -67,12 +73,14 @@ impl PlanStats {
         self.nodes as f64 / self.batches.max(1) as f64
     }
 
-    /// The executor's own host work while running batches: assembling
-    /// inputs, buffers from the arena, routing gradients (`kernels` less
-    /// `op_calls`). With planning and the model's graph building, the host
-    /// time that vertex functions cut.
+    /// The executor's own host work while running batches: deciding where
+    /// inputs come from and gradients go, buffers from the arena, records
+    /// (`kernels` less `op_calls` and `moves`). With planning and the
+    /// model's graph building, the host time that vertex functions cut.
     pub fn bookkeeping(&self) -> Duration {
-        self.kernels.saturating_sub(self.op_calls)
+        self.kernels
+            .saturating_sub(self.op_calls)
+            .saturating_sub(self.moves)
     }
 
     /// Padded elements / all elements of the step's sequences (steps of one
@@ -106,6 +114,7 @@ impl PlanStats {
         self.planning += o.planning;
         self.kernels += o.kernels;
         self.op_calls += o.op_calls;
+        self.moves += o.moves;
         self.launches += o.launches;
         for (op, n) in &o.launches_per_op {
             *self.launches_per_op.entry(op).or_insert(0) += n;
@@ -163,10 +172,11 @@ impl fmt::Display for PlanStats {
         )?;
         writeln!(
             f,
-            "  time:   planning {:?}, kernels {:?} (in the ops {:?}, bookkeeping {:?})",
+            "  time:   planning {:?}, kernels {:?} (ops {:?}, moving data {:?}, bookkeeping {:?})",
             self.planning,
             self.kernels,
             self.op_calls,
+            self.moves,
             self.bookkeeping()
         )?;
         if self.launches > 0 {

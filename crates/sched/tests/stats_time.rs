@@ -1,6 +1,6 @@
-//! `PlanStats` splits a step's batch time into the ops' own calls and the
-//! executor's bookkeeping: both are counted, forward and backward, and
-//! they add up to the batch time.
+//! `PlanStats` splits a step's batch time into the ops' own calls, the
+//! executor's data movement and its bookkeeping: each is counted, forward
+//! and backward, and they add up to the batch time.
 
 mod common;
 
@@ -9,7 +9,7 @@ use sheaf_autodiff::{Graph, ParamStore};
 use sheaf_sched::{Executor, Strategy};
 
 #[test]
-fn op_calls_and_bookkeeping_add_up_to_the_batch_time() {
+fn op_calls_moves_and_bookkeeping_add_up_to_the_batch_time() {
     let mut store = ParamStore::new();
     let mut rng = Lcg(5);
     let w = store.add("w", tensor(&mut rng, &[8, 8], 0.5)).unwrap();
@@ -17,6 +17,7 @@ fn op_calls_and_bookkeeping_add_up_to_the_batch_time() {
     let mut g = Graph::new();
     let (wn, bn) = (g.param(&w), g.param(&b));
     let mut terms = Vec::new();
+    let mut lasts = Vec::new();
     for _ in 0..20 {
         let mut h = g.input(tensor(&mut rng, &[8], 1.0));
         for _ in 0..3 {
@@ -24,6 +25,15 @@ fn op_calls_and_bookkeeping_add_up_to_the_batch_time() {
             h = g.tanh(a).unwrap();
         }
         terms.push(g.sum_elems(h).unwrap());
+        lasts.push(h);
+    }
+    // Each instance's last value times the next one's: a batch whose
+    // second argument's rows sit out of order, so it is gathered (and its
+    // gradient scattered back).
+    for i in 0..lasts.len() {
+        let next = lasts[(i + 1) % lasts.len()];
+        let m = g.cmult(lasts[i], next).unwrap();
+        terms.push(g.sum_elems(m).unwrap());
     }
     let loss = g.sum(&terms).unwrap();
     let mut e = Executor::new(Strategy::Agenda);
@@ -42,5 +52,10 @@ fn op_calls_and_bookkeeping_add_up_to_the_batch_time() {
         s.op_calls,
         s.kernels
     );
-    assert_eq!(s.bookkeeping() + s.op_calls, s.kernels);
+    assert!(
+        s.moves > std::time::Duration::ZERO,
+        "gathers not counted:\n{s}"
+    );
+    assert!(s.gathered_bytes > 0, "{s}");
+    assert_eq!(s.bookkeeping() + s.op_calls + s.moves, s.kernels, "{s}");
 }
