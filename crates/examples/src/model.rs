@@ -115,6 +115,10 @@ struct WholeNodes {
     leaf: VertexFn,
     node: VertexFn,
     loss: VertexFn,
+    /// An inner node's loss plus its children's subtree losses: the
+    /// root's is the tree's loss, with no sum node per tree (sums of
+    /// different lengths batch one length at a time).
+    subtree_loss: VertexFn,
 }
 
 impl TreeLstm {
@@ -192,14 +196,32 @@ impl TreeLstm {
                 let (hl, hr) = (cell.h(g, a[0])?, cell.h(g, a[1])?);
                 Ok(vec![cell.node_with(g, a[0], a[1], hl, hr)?])
             })?;
-            let loss = VertexFn::trace_with_data("tree_lstm_loss_fn", &[s], move |g, a, label| {
+            let node_loss = move |g: &mut Graph, state: Expr, label: u32| {
                 g.set_train(train);
-                let h = cell.h(g, a[0])?;
+                let h = cell.h(g, state)?;
                 let h = drop(g, h, p_out)?;
                 let logits = out.forward(g, h)?;
-                Ok(vec![g.pick_neg_log_softmax(logits, label)?])
+                g.pick_neg_log_softmax(logits, label)
+            };
+            let loss = VertexFn::trace_with_data("tree_lstm_loss_fn", &[s], move |g, a, label| {
+                Ok(vec![node_loss(g, a[0], label)?])
             })?;
-            Ok(WholeNodes { leaf, node, loss })
+            let one = Shape::from([1]);
+            let subtree_loss = VertexFn::trace_with_data(
+                "tree_lstm_subtree_loss_fn",
+                &[s, one, one],
+                move |g, a, label| {
+                    let own = node_loss(g, a[0], label)?;
+                    let children = g.add(a[1], a[2])?;
+                    Ok(vec![g.add(own, children)?])
+                },
+            )?;
+            Ok(WholeNodes {
+                leaf,
+                node,
+                loss,
+                subtree_loss,
+            })
         };
         self.whole = Some(Arc::new([whole(false)?, whole(true)?]));
         Ok(self)
@@ -313,13 +335,29 @@ impl TreeLstm {
             op: "tree_lstm",
             what,
         };
+        // Each node's loss with its subtree's where every node has one
+        // parent (a tree); nodes shared by two parents would count twice,
+        // so such a graph sums every node's own loss instead.
+        let mut parents = vec![0u8; tree.nodes.len()];
+        for node in &tree.nodes {
+            if let Node::Inner { left, right, .. } = *node {
+                for c in [left, right] {
+                    if let Some(p) = parents.get_mut(c as usize) {
+                        *p = p.saturating_add(1);
+                    }
+                }
+            }
+        }
+        let nested = parents.iter().all(|&p| p <= 1);
         let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
         let mut losses = Vec::with_capacity(tree.nodes.len());
         for (pos, node) in tree.nodes.iter().enumerate() {
-            let state = match *node {
+            let label = node.label() as u32;
+            let (state, loss) = match *node {
                 Node::Leaf { word, .. } => {
                     let id = word_id(ids, word, pos)?;
-                    g.call_with_data(&w.leaf, &[], id)?
+                    let state = g.call_with_data(&w.leaf, &[], id)?;
+                    (state, g.call_with_data(&w.loss, &[state], label)?)
                 }
                 Node::Inner { left, right, .. } => {
                     let child = |c: u32| {
@@ -330,13 +368,34 @@ impl TreeLstm {
                         })
                     };
                     let (sl, sr) = (child(left)?, child(right)?);
-                    g.call_one(&w.node, &[sl, sr])?
+                    let state = g.call_one(&w.node, &[sl, sr])?;
+                    let loss = match nested {
+                        true => {
+                            let (ll, lr) = (losses[left as usize], losses[right as usize]);
+                            g.call_with_data(&w.subtree_loss, &[state, ll, lr], label)?
+                        }
+                        false => g.call_with_data(&w.loss, &[state], label)?,
+                    };
+                    (state, loss)
                 }
             };
             states.push(state);
-            losses.push(g.call_with_data(&w.loss, &[state], node.label() as u32)?);
+            losses.push(loss);
         }
-        g.sum(&losses)
+        match nested {
+            // The roots' subtree losses (one root in a tree).
+            true => {
+                let roots: Vec<Expr> = (0..losses.len())
+                    .filter(|&i| parents[i] == 0)
+                    .map(|i| losses[i])
+                    .collect();
+                match roots.as_slice() {
+                    [root] => Ok(*root),
+                    _ => g.sum(&roots),
+                }
+            }
+            false => g.sum(&losses),
+        }
     }
 
     /// Walks the nodes in post-order, calling `out` with each node's

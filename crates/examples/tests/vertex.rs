@@ -83,11 +83,16 @@ fn vertex_cells_equal_the_cells_built_op_by_op() {
             }
         }
         // Without dropout, every tree node is two calls (its cell, with a
-        // leaf's lookup inside; its output layer and loss) where inline
-        // it is six nodes (lookup or concat, affine, cell, cell_h, affine,
-        // loss).
+        // leaf's lookup inside; its output layer and loss, an inner node's
+        // with its children's subtree losses added) where inline it is six
+        // nodes (lookup or concat, affine, cell, cell_h, affine, loss); and
+        // no tree sums its nodes' losses in a node of its own.
         let (leaves, inner) = (14, 10);
-        assert_eq!(inline_nodes - nodes, 4 * (leaves + inner), "{strategy:?}");
+        assert_eq!(
+            inline_nodes - nodes,
+            4 * (leaves + inner) + trees.len(),
+            "{strategy:?}"
+        );
     }
 
     // With dropout: evaluation builds no dropout (the evaluation trace
@@ -125,9 +130,54 @@ fn vertex_cells_equal_the_cells_built_op_by_op() {
         "evaluation: {got} vs {want}"
     );
     let ((_, inline_nodes), (dropped, called_nodes)) = (total(&inline, true), total(&called, true));
-    assert_eq!(inline_nodes - called_nodes, 6 * 14 + 5 * 10);
+    assert_eq!(inline_nodes - called_nodes, 6 * 14 + 5 * 10 + trees.len());
     assert!(
         dropped.is_finite() && dropped != got,
         "training drops: {dropped} vs {got}"
     );
+}
+
+/// Node lists that are not one tree: a node read by two parents (its
+/// subtree loss would count twice, so every node's own loss is summed)
+/// and two roots (their subtree losses are summed). The vertex form gives
+/// the inlined loss on both.
+#[test]
+fn shared_nodes_and_several_roots_lose_nothing_and_count_nothing_twice() {
+    use sheaf_examples::sst::{Node, Tree};
+    let leaf = |word, label| Node::Leaf { word, label };
+    let inner = |left, right, label| Node::Inner { left, right, label };
+    let words: Vec<String> = ["a", "b", "c"].iter().map(|w| w.to_string()).collect();
+    let shapes = [
+        // Node 0 is read by nodes 2 and 3.
+        vec![leaf(0, 1), leaf(1, 3), inner(0, 1, 2), inner(0, 2, 4)],
+        // Roots 2 and 3.
+        vec![leaf(0, 1), leaf(1, 3), inner(0, 1, 2), leaf(2, 0)],
+    ];
+    let cfg = ModelConfig {
+        embed_dim: 6,
+        hidden: 4,
+        ..ModelConfig::new(3)
+    };
+    let mut store = ParamStore::new();
+    let inline = TreeLstm::new(&mut store, &cfg, 5).unwrap();
+    let called = inline.clone().with_vertex_functions().unwrap();
+    for nodes in shapes {
+        let tree = Tree {
+            nodes,
+            words: words.clone(),
+        };
+        let ids = [0, 1, 2];
+        let loss = |m: &TreeLstm| {
+            let mut g = Graph::new();
+            let l = m.tree_loss(&mut g, &tree, &ids).unwrap();
+            let v = Sequential::new().forward(&mut g, &store, l).unwrap();
+            v.item::<f32>().unwrap()
+        };
+        let (want, got) = (loss(&inline), loss(&called));
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs(),
+            "{:?}: {got} vs {want}",
+            tree.nodes
+        );
+    }
 }
