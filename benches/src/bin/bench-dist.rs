@@ -74,6 +74,12 @@ fn run(args: &Args) -> Result<(), String> {
     let batch_size = args.batch.max(1);
     // Warm-up: whole minibatches of at least 128 trees.
     let warm = 128usize.div_ceil(batch_size) * batch_size;
+    if warm + timed > trees.len() {
+        return Err(format!(
+            "--batch {batch_size}: {warm} warm-up and {timed} timed trees, the treebank has {}",
+            trees.len()
+        ));
+    }
     let positions: Vec<usize> = (0..warm + timed).collect();
     let (mut comm_s, mut wait_s, mut step_s) = (0.0f64, 0.0f64, 0.0f64);
     let mut start = Instant::now();

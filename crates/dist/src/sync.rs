@@ -24,12 +24,13 @@ pub const DEFAULT_BUCKET_BYTES: usize = 25 << 20;
 /// What one [`GradSync::sync`] moved and how long it took.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SyncStats {
-    /// Dense all-reduce buckets.
+    /// All-reduce buckets (dense gradients and tables' rows).
     pub buckets: usize,
     /// Bytes summed densely (per rank).
     pub dense_bytes: usize,
     /// Bytes of lookup-table rows exchanged as (ids, rows): this rank's
-    /// ids, and the rows of every rank's ids that it puts into a bucket.
+    /// ids (8-byte words), and the rows of every rank's ids that it puts
+    /// into a bucket.
     pub sparse_bytes: usize,
     /// Seconds spent in the exchange (collectives and staging).
     pub seconds: f64,
@@ -53,17 +54,16 @@ impl std::ops::AddAssign for SyncStats {
 ///   flattened into one buffer), and marked touched on every rank.
 /// - Lookup tables written only by rows (embeddings) exchange those rows
 ///   as (ids, rows): the ids travel with the bookkeeping, and the rows of
-///   their union (sorted) are summed in a bucket beside the dense
-///   gradients, unless the rows of all ranks together would be larger than
-///   the table: then the table is summed densely. Either way every rank
-///   lists the union of the rows, so a sparse optimizer updates exactly the
-///   rows the whole minibatch touched.
+///   their union (sorted) are summed in a bucket, unless the union covers
+///   the whole table: then the table is summed densely. Either way every
+///   rank lists the union of the rows, so a sparse optimizer updates
+///   exactly the rows the whole minibatch touched.
 ///
-/// A bucket whose gradients all live on a device the communicator reduces
-/// on ([`Communicator::reduces_on`]: NCCL on its GPU) is summed there: the
-/// gradients are copied into one flat device buffer, summed in place, and
-/// copied back, all on the device's stream. Other buckets go through host
-/// memory.
+/// Whole gradients on a device the communicator reduces on
+/// ([`Communicator::reduces_on`]: NCCL on its GPU) are summed there, in
+/// buckets of their own: copied into one flat device buffer, summed in
+/// place, and copied back, all on the device's stream. Other buckets (and
+/// tables' rows always) go through host memory.
 ///
 /// With one rank it does nothing (unless [`GradSync::with_one_rank`]).
 /// Where the loss is a mean over the minibatch, each rank scales its loss
@@ -177,10 +177,15 @@ impl GradSync {
         }
         let start = Instant::now();
         let params = store.params();
-        // [parameter count; per parameter: written densely, distinct rows
-        // written; then every parameter's distinct rows in order].
-        let mut mine = Vec::with_capacity(1 + params.len() * 2);
-        mine.push(params.len() as u64);
+        // [parameter count, hash of their shapes; per parameter: written
+        // densely, distinct rows written; then every parameter's distinct
+        // rows in order].
+        let mut mine = Vec::with_capacity(HEADER + params.len() * 2);
+        let dims = params.iter().flat_map(|p| {
+            let d = p.shape().dims().to_vec();
+            std::iter::once(d.len() as u64).chain(d.into_iter().map(|x| x as u64))
+        });
+        mine.extend([params.len() as u64, fnv(dims)]);
         let mut own_rows = Vec::with_capacity(params.len());
         for p in &params {
             let acc = store.lock_grad(p.id(), "distributed sync")?;
@@ -197,8 +202,7 @@ impl GradSync {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let dense = all.iter().any(|t| t[1 + 2 * i] != 0);
-                let rows: usize = ids.iter().map(|rank| rank[i].len()).sum();
+                let dense = all.iter().any(|t| t[HEADER + 2 * i] != 0);
                 let mut union: Vec<u32> = ids
                     .iter()
                     .flat_map(|rank| rank[i].iter())
@@ -206,19 +210,21 @@ impl GradSync {
                     .collect();
                 union.sort_unstable();
                 union.dedup();
-                match (dense, rows) {
-                    (false, 0) => Route::Untouched,
+                match (dense, union.is_empty()) {
+                    (false, true) => Route::Untouched,
                     (true, _) => Route::Dense,
-                    // ids and values of every rank's rows, against the table.
-                    (false, r) if r * (row_len(p) + 1) < numel(p) => Route::Rows(union),
-                    (false, _) => Route::RowsAsDense(union),
+                    // The union's rows against the whole table, in a bucket
+                    // (the ids travel in the bookkeeping either way).
+                    (false, false) if union.len() * row_len(p) < numel(p) => Route::Rows(union),
+                    (false, false) => Route::RowsAsDense(union),
                 }
             })
             .collect();
         for ((p, route), own) in params.iter().zip(&routes).zip(&own_rows) {
             match route {
                 Route::Dense | Route::RowsAsDense(_) => stats.dense_bytes += numel(p) * 4,
-                Route::Rows(_) => stats.sparse_bytes += (own.len() + route.len(p)) * 4,
+                // The ids travel as 8-byte words.
+                Route::Rows(_) => stats.sparse_bytes += own.len() * 8 + route.len(p) * 4,
                 Route::Untouched => {}
             }
         }
@@ -238,30 +244,41 @@ impl GradSync {
         own_rows: &[Vec<u32>],
         stats: &mut SyncStats,
     ) -> Result<()> {
-        let touched: Vec<Segment> = params
-            .iter()
-            .zip(routes)
-            .zip(own_rows)
-            .filter(|((_, r), _)| **r != Route::Untouched)
-            .map(|((param, route), own)| Segment {
+        let mut touched = Vec::with_capacity(params.len());
+        for ((param, route), own) in params.iter().zip(routes).zip(own_rows) {
+            if *route == Route::Untouched {
+                continue;
+            }
+            let device = store
+                .lock_grad(param.id(), "distributed sync")?
+                .grad
+                .device();
+            // Whole gradients on a device the communicator reduces on are
+            // summed there; a table's rows go through host memory.
+            let whole = !matches!(route, Route::Rows(_));
+            touched.push(Segment {
                 param,
                 route,
                 own,
                 len: route.len(param),
-            })
-            .collect();
+                on: (whole && comm.reduces_on(device)).then_some(device),
+            });
+        }
         let words = self.bucket_bytes / 4;
         let mut start = 0;
         while start < touched.len() {
-            // At least one parameter per bucket, then as many as fit.
+            // At least one parameter per bucket, then as many as fit of
+            // those summed in the same place (so that rows on the host
+            // never pull a device bucket through host memory).
+            let on = touched[start].on;
             let mut end = start + 1;
             let mut len = touched[start].len;
-            while end < touched.len() && len + touched[end].len <= words {
+            while end < touched.len() && touched[end].on == on && len + touched[end].len <= words {
                 len += touched[end].len;
                 end += 1;
             }
             let bucket = &touched[start..end];
-            match bucket_device(comm, store, bucket)? {
+            match on {
                 Some(device) => device_bucket(comm, store, bucket, len, device)?,
                 None => {
                     let (mut fresh, mut kept) = (Flat::default(), self.flat.try_lock());
@@ -284,11 +301,18 @@ struct Segment<'a> {
     own: &'a [u32],
     /// Values it puts into the bucket.
     len: usize,
+    /// The device it is summed on, if not through host memory.
+    on: Option<Device>,
 }
+
+/// Words before the per-parameter ones in the gathered bookkeeping: the
+/// parameter count and a hash of the parameters' shapes.
+const HEADER: usize = 2;
 
 /// Every rank's distinct rows per parameter, read out of the gathered
 /// bookkeeping (see [`GradSync::sync`]) and checked: the same parameter
-/// count as rank 0, the ids that the counts announce, rows inside their
+/// count and shapes as rank 0 (buckets of different lengths on two ranks
+/// would not sum), the ids that the counts announce, rows inside their
 /// tables. Every rank finds the same fault at once, so that none fails
 /// alone while the others wait.
 fn rows_of_every_rank(
@@ -314,24 +338,36 @@ fn rows_of_every_rank(
             ),
         });
     }
+    let shapes = |t: &Vec<u64>| t.get(1).copied();
+    if let Some((rank, _)) = all
+        .iter()
+        .enumerate()
+        .find(|(_, t)| shapes(t) != shapes(&all[0]))
+    {
+        return Err(DistError::ModelMismatch {
+            rank,
+            what: "parameters of other shapes than rank 0's".into(),
+        });
+    }
     all.iter()
         .enumerate()
         .map(|(rank, theirs)| {
             let header = theirs
-                .get(..1 + 2 * n)
+                .get(..HEADER + 2 * n)
                 .ok_or_else(|| DistError::ModelMismatch {
                     rank,
                     what: format!("{} bookkeeping words for {n} parameters", theirs.len()),
                 })?;
-            let mut at = 1 + 2 * n;
+            let mut at = HEADER + 2 * n;
             (0..n)
                 .map(|i| {
-                    let k = header[2 + 2 * i] as usize;
-                    let ids = theirs
-                        .get(at..at + k)
+                    let k = header[HEADER + 1 + 2 * i] as usize;
+                    let ids = at
+                        .checked_add(k)
+                        .and_then(|end| theirs.get(at..end))
                         .ok_or_else(|| DistError::ModelMismatch {
                             rank,
-                            what: format!("{} row ids announced, fewer sent", k),
+                            what: format!("{k} row ids announced, fewer sent"),
                         })?;
                     at += k;
                     let p = &params[i];
@@ -349,34 +385,11 @@ fn rows_of_every_rank(
         .collect()
 }
 
-/// The device on which every gradient of `bucket` lives, if the
-/// communicator reduces there and the bucket holds whole parameters only;
-/// `None` (the host route) otherwise. (No backend reduces "on" the CPU, but
-/// one that said so would take the tensor route there: how the tests check
-/// that route without a GPU.)
-fn bucket_device(
-    comm: &dyn Communicator,
-    store: &ParamStore,
-    bucket: &[Segment],
-) -> Result<Option<Device>> {
-    let mut on = None;
-    for s in bucket {
-        let device = store
-            .lock_grad(s.param.id(), "distributed sync")?
-            .grad
-            .device();
-        let rows = matches!(s.route, Route::Rows(_));
-        if rows || !comm.reduces_on(device) || on.is_some_and(|d| d != device) {
-            return Ok(None);
-        }
-        on = Some(device);
-    }
-    Ok(on)
-}
-
 /// Sums one bucket of `len` values through host memory: gathered into
 /// `flat.send`, summed by [`Communicator::all_reduce_sum_into`] into
-/// `flat.sum`, written back.
+/// `flat.sum`, written back. A gradient on a device is downloaded once
+/// (a table's copy then takes the summed rows and goes back up whole; a
+/// whole gradient's sum is uploaded as it is).
 fn host_bucket(
     comm: &dyn Communicator,
     store: &ParamStore,
@@ -387,13 +400,18 @@ fn host_bucket(
     let Flat { send: flat, sum } = flat;
     flat.clear();
     flat.reserve(len);
+    let mut copies: Vec<Option<Vec<f32>>> = Vec::with_capacity(bucket.len());
     for s in bucket {
         let p = s.param;
         let acc = store.lock_grad(p.id(), "distributed sync")?;
-        let copy;
-        let grad = match acc.grad.device() {
+        let copy = match acc.grad.device() {
             // Straight from host memory, without a copy of its own.
-            Device::Cpu => acc
+            Device::Cpu => None,
+            _ => Some(host(&acc.grad, store, p)?),
+        };
+        let grad = match &copy {
+            Some(c) => c.as_slice(),
+            None => acc
                 .grad
                 .as_slice::<f32>()
                 .map_err(DistError::tensor(context(
@@ -401,15 +419,12 @@ fn host_bucket(
                     p,
                     "reading the gradient of",
                 )))?,
-            _ => {
-                copy = host(&acc.grad, store, p)?;
-                &copy
-            }
         };
         match s.route {
             Route::Rows(union) => {
-                // The union's rows; those this rank did not write are zeros
-                // (whatever its buffer holds there).
+                // The union's rows; a row this rank did not write is zero
+                // in its gradient (a table's gradient is zero outside the
+                // rows it lists), and sent as zeros without reading it.
                 let cols = row_len(p);
                 for &r in union {
                     match s.own.binary_search(&r) {
@@ -420,30 +435,42 @@ fn host_bucket(
             }
             _ => flat.extend_from_slice(grad),
         }
+        copies.push(copy.filter(|_| matches!(s.route, Route::Rows(_))));
     }
     sum.resize(flat.len(), 0.0);
     comm.all_reduce_sum_into(flat, sum)?;
     let mut at = 0;
-    for s in bucket {
+    for (s, copy) in bucket.iter().zip(copies) {
         let (p, n) = (s.param, s.len);
         let mut acc = store.lock_grad(p.id(), "distributed sync")?;
         let sum = &sum[at..at + n];
-        with_grad_mut(&mut acc, store, p, |grad| {
-            match s.route {
-                Route::Rows(union) => {
-                    let cols = row_len(p);
-                    for (&r, row) in union.iter().zip(sum.chunks_exact(cols.max(1))) {
-                        grad[r as usize * cols..][..cols].copy_from_slice(row);
-                    }
+        let err = || DistError::tensor(context(store, p, "writing the gradient of"));
+        let (shape, device) = (acc.grad.shape(), acc.grad.device());
+        match (device, s.route, copy) {
+            (Device::Cpu, route, _) => {
+                let grad = acc.grad.as_mut_slice::<f32>().map_err(err())?;
+                match route {
+                    Route::Rows(union) => write_rows(grad, union, sum, row_len(p)),
+                    _ => grad.copy_from_slice(sum),
                 }
-                _ => grad.copy_from_slice(sum),
             }
-            Ok(())
-        })?;
+            (_, Route::Rows(union), Some(mut values)) => {
+                write_rows(&mut values, union, sum, row_len(p));
+                acc.grad = upload(&values, shape, device).map_err(err())?;
+            }
+            _ => acc.grad = upload(sum, shape, device).map_err(err())?,
+        }
         mark(&mut acc, s.route);
         at += n;
     }
     Ok(())
+}
+
+/// Overwrites rows `union` of `grad` (`cols` wide) with `sum`'s, in order.
+fn write_rows(grad: &mut [f32], union: &[u32], sum: &[f32], cols: usize) {
+    for (&r, row) in union.iter().zip(sum.chunks_exact(cols.max(1))) {
+        grad[r as usize * cols..][..cols].copy_from_slice(row);
+    }
 }
 
 /// Sums one bucket of `len` values of whole parameters on `device`: the
@@ -525,26 +552,6 @@ fn host(t: &Tensor, store: &ParamStore, p: &Param) -> Result<Vec<f32>> {
         p,
         "reading the gradient of",
     )))
-}
-
-/// Runs `f` on a gradient's values: in place on the host, or on a host
-/// copy uploaded afterwards where the gradient lives on a device.
-fn with_grad_mut<T>(
-    acc: &mut GradAcc,
-    store: &ParamStore,
-    p: &Param,
-    f: impl FnOnce(&mut [f32]) -> Result<T>,
-) -> Result<T> {
-    let err = || DistError::tensor(context(store, p, "writing the gradient of"));
-    match acc.grad.device() {
-        Device::Cpu => f(acc.grad.as_mut_slice::<f32>().map_err(err())?),
-        device => {
-            let mut values = acc.grad.to_vec::<f32>().map_err(err())?;
-            let out = f(&mut values)?;
-            acc.grad = upload(&values, acc.grad.shape(), device).map_err(err())?;
-            Ok(out)
-        }
-    }
 }
 
 /// A parameter's element count (its value exists, so the count fits).

@@ -247,12 +247,14 @@ fn check_grad_sync(comm: &dyn Communicator, device: Device) {
         let before = grads(&host, &params);
         let on_host = sync.sync(&Local, &host).unwrap();
         let on_dev = sync.sync(comm, &dev).unwrap();
+        // The same bytes; a table's rows (host memory) stay out of the
+        // device's buckets, so the device may take more buckets.
         assert_eq!(
-            (on_dev.buckets, on_dev.dense_bytes, on_dev.sparse_bytes),
-            (on_host.buckets, on_host.dense_bytes, on_host.sparse_bytes),
+            (on_dev.dense_bytes, on_dev.sparse_bytes),
+            (on_host.dense_bytes, on_host.sparse_bytes),
             "bucket_bytes {bucket_bytes}"
         );
-        assert!(on_dev.buckets > 0);
+        assert!(on_host.buckets > 0 && on_dev.buckets >= on_host.buckets);
         let (h, d) = (grads(&host, &params), grads(&dev, &dev_params));
         for (k, ((h, d), b)) in h.iter().zip(&d).zip(&before).enumerate() {
             let name = SPEC[k].0;

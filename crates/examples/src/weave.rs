@@ -402,6 +402,12 @@ impl WeaveVertex {
         let pair_inputs = rows(g, m.pairs.concat().concat(), PAIR_FEATURES)?;
         let mut pair_inputs = pair_inputs.into_iter();
         let n = atoms.len();
+        if m.pairs.len() != n {
+            return Err(GraphError::Params(format!(
+                "weave: a molecule with {n} atoms and pair rows for {}",
+                m.pairs.len()
+            )));
+        }
         // `A→P` of each unordered pair {i, j} (i < j), at i * n + j.
         let mut atom_to_pair = vec![None; n * n];
         for i in 0..n {
@@ -419,9 +425,9 @@ impl WeaveVertex {
                 let p = pair_inputs.next().ok_or_else(|| {
                     GraphError::Params("weave: a molecule with fewer pair rows than pairs".into())
                 })?;
-                let ap = atom_to_pair[i.min(j) * n + i.max(j)].ok_or_else(|| {
-                    GraphError::Params("weave: a pair of an atom with itself".into())
-                })?;
+                // Made above for every i != j below n (the pair rows are n).
+                let ap = atom_to_pair[i.min(j) * n + i.max(j)]
+                    .ok_or_else(|| GraphError::Params("weave: a pair without its A->P".into()))?;
                 t1.push(g.call_one(&self.pair_to_atom, &[p])?);
                 t2.push(g.call_one(&self.pair_update, &[ap, p])?);
             }

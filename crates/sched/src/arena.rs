@@ -115,6 +115,10 @@ impl Arena {
 
     /// Ends a step: records its peak and starts counting the next.
     pub(crate) fn end_step(&mut self) -> (usize, usize) {
+        // Called once the step's buffers are back: a list still empty holds
+        // a size no buffer has any more (inputs uploaded at their exact
+        // sizes leave one per size), and would lengthen every lookup.
+        self.free.retain(|_, list| !list.is_empty());
         let step = (self.in_use, self.fresh);
         self.peak = self.peak.max(self.in_use);
         self.in_use = 0;

@@ -69,8 +69,9 @@ impl Trainer {
     }
 
     /// Trains as one rank of `comm` from now on: each step this rank runs
-    /// its shard of the minibatch ([`sheaf_dist::shard`]), `sync` sums
-    /// the gradients over the ranks and every rank takes the same update;
+    /// its shard of the minibatch ([`sheaf_dist::balanced_shard`] by node
+    /// count), `sync` sums the gradients over the ranks and every rank
+    /// takes the same update;
     /// every `check_every` steps (0 = never) the ranks compare parameter
     /// checksums. Checks first that every rank runs the same model and
     /// settings, then copies rank 0's parameters to every rank. Only rank 0
