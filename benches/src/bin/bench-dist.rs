@@ -30,6 +30,10 @@ struct Args {
     /// Gradient all-reduce buckets of at most this many MiB.
     #[arg(long, default_value_t = 25.0)]
     bucket_mib: f64,
+    /// The model with vertex functions (the `sst` trainer's default)
+    /// instead of built op by op.
+    #[arg(long)]
+    vertex: bool,
     /// Contiguous shards (`sheaf_dist::shard`) instead of shards balanced
     /// by node count (`sheaf_dist::balanced_shard`), to compare.
     #[arg(long)]
@@ -65,7 +69,10 @@ fn run(args: &Args) -> Result<(), String> {
     let ids: Vec<Vec<u32>> = trees.iter().map(|t| vocab.encode(t)).collect();
     let timed = if args.quick { 512 } else { 2048 };
     let mut store = ParamStore::new();
-    let net = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+    let mut net = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+    if args.vertex {
+        net = net.with_vertex_functions().map_err(|e| e.to_string())?;
+    }
     broadcast_params(&world, &mut store).map_err(|e| e.to_string())?;
     let mut opt = optimizer();
     let sync = GradSync::with_bucket_bytes((args.bucket_mib * (1u64 << 20) as f64) as usize);
@@ -144,18 +151,19 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let rate = timed as f64 / secs;
     let flops: f64 = trees[warm..warm + timed].iter().map(train_flops).sum();
-    println!(
-        "W1 {} on {ranks} rank(s), 1 thread each: {rate:.1} trees/s, {:.2} GFLOP/s; of a step \
-         (largest rank): gradient exchange {:.1}%, waiting for the slowest shard {:.1}%",
+    let variant = format!(
+        "dist/{}{}{}",
         args.strategy,
+        if args.vertex { "/vertex" } else { "" },
+        if args.contiguous { "/contiguous" } else { "" }
+    );
+    println!(
+        "W1 {variant} on {ranks} rank(s), 1 thread each: {rate:.1} trees/s, {:.2} GFLOP/s; of a step \
+         (largest rank): gradient exchange {:.1}%, waiting for the slowest shard {:.1}%",
         flops / secs / 1e9,
         100.0 * shares[0],
         100.0 * shares[1]
     );
-    let variant = match args.contiguous {
-        true => format!("dist/{}/contiguous", args.strategy),
-        false => format!("dist/{}", args.strategy),
-    };
     let mut report = Report::new();
     report.add(
         "W1",
