@@ -45,13 +45,7 @@ pub trait Communicator {
     /// [`Communicator::all_reduce_sum`] from `send` into `recv` (of as many
     /// elements): a backend that sums out of place (MPI) saves the copy.
     fn all_reduce_sum_into(&self, send: &[f32], recv: &mut [f32]) -> Result<()> {
-        if send.len() != recv.len() {
-            return Err(DistError::Usage(format!(
-                "all_reduce_sum_into: {} values sent into {}",
-                send.len(),
-                recv.len()
-            )));
-        }
+        same_len_into(send, recv)?;
         recv.copy_from_slice(send);
         self.all_reduce_sum(recv)
     }
@@ -182,6 +176,19 @@ where
         *out = s;
     }
     Ok(())
+}
+
+/// `send` and `recv` of [`Communicator::all_reduce_sum_into`] hold as many
+/// values (checked on the calling rank, before any collective).
+pub(crate) fn same_len_into(send: &[f32], recv: &[f32]) -> Result<()> {
+    match send.len() == recv.len() {
+        true => Ok(()),
+        false => Err(DistError::Usage(format!(
+            "all_reduce_sum_into: {} values sent into {}",
+            send.len(),
+            recv.len()
+        ))),
+    }
 }
 
 fn mismatch(op: &'static str, rank: usize, theirs: usize, mine: usize) -> DistError {

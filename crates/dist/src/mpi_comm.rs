@@ -122,13 +122,7 @@ impl Communicator for Mpi {
     }
 
     fn all_reduce_sum_into(&self, send: &[f32], recv: &mut [f32]) -> Result<()> {
-        if send.len() != recv.len() {
-            return Err(DistError::Usage(format!(
-                "all_reduce_sum_into: {} values sent into {}",
-                send.len(),
-                recv.len()
-            )));
-        }
+        crate::comm::same_len_into(send, recv)?;
         self.world
             .all_reduce_into(send, recv, SystemOperation::sum());
         Ok(())
