@@ -286,6 +286,14 @@ fn same_as_one_process(ranks: usize, strategy: &str, optimizer: &str, lr: &str) 
     }
     for (x, y) in a.history.iter().zip(&b.history) {
         assert_eq!(x.step, y.step);
+        // The ranks score the dev set in parts and sum the counts: the
+        // same accuracies as one process.
+        assert_eq!(
+            (x.dev_fine, x.dev_binary),
+            (y.dev_fine, y.dev_binary),
+            "epoch {}: dev accuracy in one process vs on {ranks} ranks",
+            x.epoch
+        );
         assert!(
             close(x.train_loss, y.train_loss),
             "epoch {}: train loss {} in one process, {} on {ranks} ranks",

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use sheaf_autodiff::Graph;
-use sheaf_dist::{balanced_shard, check_in_sync, Communicator, GradSync, SyncStats};
+use sheaf_dist::{balanced_shard, check_in_sync, shard, Communicator, GradSync, SyncStats};
 
 use super::step::{dropout_seed, finish_step, minibatch_loss};
 use super::{mix, prepare_dir, Event, ModelConfig, Reduction, TrainConfig, Trainer};
 use crate::error::{Error, Result};
+use crate::eval::{evaluate, Scores};
 use crate::state::STATE;
 
 /// What a distributed trainer keeps.
@@ -191,6 +192,49 @@ impl Trainer {
         }
         Ok((value[0], train.nodes(batch)))
     }
+
+    /// [`Trainer::evaluate_dev`] across the ranks: each scores its
+    /// contiguous part of the dev set ([`sheaf_dist::shard`]), then the
+    /// four counts are summed over the ranks (exact: integers well below
+    /// 2^53), so every rank gets the scores of the whole set.
+    pub(super) fn evaluate_dev_distributed(&mut self) -> Result<Scores> {
+        let d = self.dist.as_ref().ok_or_else(|| {
+            Error::Config("a distributed evaluation without a communicator".into())
+        })?;
+        let (rank, size) = (d.comm.rank(), d.comm.size());
+        let mine = evaluate(
+            &self.model,
+            &self.store,
+            &mut self.engine,
+            shard(&self.dev.trees, rank, size),
+            shard(&self.dev.ids, rank, size),
+        );
+        // A rank that failed still joins the sum (with a flag), so that
+        // the others do not wait for it; then every rank stops with its
+        // error or the failed rank's.
+        let s = mine.as_ref().copied().unwrap_or_default();
+        let mut counts = [
+            s.fine_correct as f64,
+            s.fine_total as f64,
+            s.binary_correct as f64,
+            s.binary_total as f64,
+            f64::from(u8::from(mine.is_err())),
+        ];
+        d.comm.all_reduce_sum_f64(&mut counts)?;
+        mine?;
+        if counts[4] > 0.0 {
+            return Err(Error::Config(format!(
+                "evaluating the dev set failed on {} other rank(s)",
+                counts[4]
+            )));
+        }
+        Ok(Scores {
+            fine_correct: counts[0] as usize,
+            fine_total: counts[1] as usize,
+            binary_correct: counts[2] as usize,
+            binary_total: counts[3] as usize,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -285,7 +329,15 @@ mod tests {
                                     )
                                     .unwrap();
                                     t.run(&mut |_| {}).unwrap();
-                                    (t.state().clone(), values(&t), t.sync_stats())
+                                    // Scored in parts across the ranks, and
+                                    // whole on this rank alone.
+                                    let split = t.evaluate_dev().unwrap();
+                                    let (dev, model, store) = (&t.dev, &t.model, &t.store);
+                                    let whole =
+                                        evaluate(model, store, &mut t.engine, &dev.trees, &dev.ids)
+                                            .unwrap();
+                                    let scores = (split, whole, dev.trees.len());
+                                    (t.state().clone(), values(&t), t.sync_stats(), scores)
                                 })
                             })
                             .collect();
@@ -296,9 +348,12 @@ mod tests {
                     });
                     let close =
                         |a: f64, b: f64| (a - b).abs() <= 1e-4 * (1.0 + a.abs().max(b.abs()));
-                    for (rank, (state, params, stats)) in ranks.iter().enumerate() {
+                    for (rank, (state, params, stats, scores)) in ranks.iter().enumerate() {
                         let what = format!("{name}, {size} ranks, rank {rank}");
                         assert_eq!(state.step, 10, "{what}");
+                        let (split, whole, dev) = scores;
+                        assert_eq!(split, whole, "{what}: dev scores in parts vs whole");
+                        assert_eq!(split.fine_total, *dev, "{what}");
                         assert!(
                             stats.buckets >= 2 && stats.sparse_bytes > 0,
                             "{what}: {stats:?}"
