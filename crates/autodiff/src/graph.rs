@@ -49,7 +49,7 @@ pub struct Node {
 /// [`Node`] (about 100 bytes with its inline shape) would.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NodeRec {
-    op: OpId,
+    pub(crate) op: OpId,
     pub(crate) data: u32,
     attr: Attr,
     pub(crate) kind: NodeKind,
@@ -126,6 +126,9 @@ pub struct Graph {
     scratch_key: Vec<u64>,
     /// A vertex call's arguments and parameters (`vertex/mod.rs`).
     pub(crate) scratch_exprs: Vec<Expr>,
+    /// Per vertex function (its op's address), what every call of it in
+    /// this graph shares (`vertex/build.rs`).
+    pub(crate) call_cache: FxHashMap<usize, crate::vertex::CallCache>,
     /// Per op id, what building its nodes reuses (see [`OpCache`]).
     op_cache: Vec<OpCache>,
     pub(crate) sigs: Vec<SigInfo>,
@@ -212,6 +215,7 @@ impl Graph {
             sig_ids: FxHashMap::default(),
             scratch_shapes: Vec::new(),
             scratch_exprs: Vec::new(),
+            call_cache: FxHashMap::default(),
             scratch_shape_ids: Vec::new(),
             scratch_key: Vec::new(),
             op_cache: Vec::new(),
@@ -256,6 +260,7 @@ impl Graph {
         self.params_released = false;
         self.ops.truncate(LeafOp::ALL.len());
         self.user_ops.clear();
+        self.call_cache.clear();
     }
 
     /// Training mode turns dropout on; evaluation mode makes it the identity.
@@ -569,30 +574,68 @@ impl Graph {
                 id
             }
         };
+        let node = Checked {
+            op: op_id,
+            sig,
+            depth,
+            shape,
+            attr,
+            data,
+        };
+        Ok(self.push_checked(node, args, &[]))
+    }
+
+    /// Appends an op node whose arguments, shape and signature are checked
+    /// and known: its arguments are `args`, then `more`.
+    pub(crate) fn push_checked(&mut self, node: Checked, args: &[Expr], more: &[NodeId]) -> Expr {
+        let id = NodeId(self.nodes.len() as u32);
+        let arity = args.len() + more.len();
         let mut inline = [NodeId(0); PlanNode::INLINE];
-        if args.len() <= PlanNode::INLINE {
-            for (slot, a) in inline.iter_mut().zip(args) {
-                *slot = a.node;
+        if arity <= PlanNode::INLINE {
+            let all = args.iter().map(|a| a.node).chain(more.iter().copied());
+            for (slot, a) in inline.iter_mut().zip(all) {
+                *slot = a;
             }
         } else {
             inline[0] = NodeId(self.arg_list.len() as u32);
             self.arg_list.extend(args.iter().map(|a| a.node));
+            self.arg_list.extend_from_slice(more);
         }
         self.plan_nodes.push(PlanNode {
-            sig,
-            depth,
-            arity: args.len() as u32,
+            sig: node.sig,
+            depth: node.depth,
+            arity: arity as u32,
             args: inline,
         });
         self.nodes.push(NodeRec {
-            op: op_id,
-            data,
-            attr,
+            op: node.op,
+            data: node.data,
+            attr: node.attr,
             kind: NodeKind::Op,
-            shape,
+            shape: node.shape,
         });
-        Ok(self.expr(id))
+        self.expr(id)
     }
+
+    /// The graph's identity check of `e` ([`Graph::check`] without the
+    /// op's name until an error needs it), for building paths that hold
+    /// their own borrow of an op.
+    pub(crate) fn check_arg(&self, e: Expr, op: impl Fn() -> &'static str) -> Result<NodeId> {
+        check_expr(self.key, self.generation, self.nodes.len(), e, op)
+    }
+}
+
+/// An op node ready to append ([`Graph::push_checked`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checked {
+    pub(crate) op: OpId,
+    pub(crate) sig: SigId,
+    /// 1 + the deepest argument (a leaf counting as depth 0).
+    pub(crate) depth: u32,
+    /// The interned output shape.
+    pub(crate) shape: u32,
+    pub(crate) attr: Attr,
+    pub(crate) data: u32,
 }
 
 impl Graph {

@@ -36,8 +36,10 @@ use crate::id::{Expr, NodeId};
 use crate::op::{ArgRole, Attr, Cost, Op};
 use crate::params::Param;
 
+mod build;
 mod call;
 
+pub(crate) use build::CallCache;
 use call::CallOp;
 
 /// A traced vertex function; cheap to clone (shared template).
@@ -476,8 +478,9 @@ impl Graph {
         self.call_node(f, args, data)
     }
 
-    /// The call node itself (its output is every output, concatenated).
-    fn call_node(&mut self, f: &VertexFn, args: &[Expr], data: u32) -> Result<Expr> {
+    /// The call node itself (its output is every output, concatenated),
+    /// the general way (see `build.rs`).
+    fn call_node_general(&mut self, f: &VertexFn, args: &[Expr], data: u32) -> Result<Expr> {
         let t = &f.template;
         if args.len() != t.arg_shapes.len() {
             return Err(params_err(
