@@ -464,8 +464,11 @@ impl Graph {
 
     fn push_leaf(&mut self, op: LeafOp, kind: NodeKind, shape: Shape) -> Expr {
         let id = NodeId(self.nodes.len() as u32);
-        // Leaves never run a kernel: a private signature keeps them apart.
-        let sig = self.intern_sig(OpId(op as u32), &[u64::MAX, id.0 as u64]);
+        // Leaves are never planned (depth `u32::MAX`): one signature per
+        // kind of leaf. (One per leaf, as before, cost a map entry each and
+        // made the agenda planner's per-signature tables as long as the
+        // graph's inputs: W5 has ~10k inputs per update.)
+        let sig = self.intern_sig(OpId(op as u32), &[u64::MAX]);
         self.plan_nodes.push(PlanNode {
             sig,
             depth: u32::MAX,

@@ -70,6 +70,40 @@ fn building_computes_nothing_and_checks_shapes() {
     );
 }
 
+/// Leaves are never planned: they share one signature per kind, so that
+/// a graph of many inputs does not carry (and the agenda planner does not
+/// size its tables by) a signature per input; ops on them still batch.
+#[test]
+fn inputs_add_no_signatures() {
+    let mut g = Graph::new();
+    let xs: Vec<Expr> = (0..1000)
+        .map(|i| g.input(vec_t(&[i as f32, 1.0])))
+        .collect();
+    assert!(
+        g.signatures().len() <= 2,
+        "{} signatures",
+        g.signatures().len()
+    );
+    let ys: Vec<Expr> = xs.iter().map(|&x| g.tanh(x).unwrap()).collect();
+    assert!(
+        g.signatures().len() <= 3,
+        "{} signatures",
+        g.signatures().len()
+    );
+    let total = g.sum(&ys).unwrap();
+    let v = Sequential::new()
+        .forward(&mut g, &ParamStore::new(), total)
+        .unwrap();
+    let want = [
+        (0..1000).map(|i| (i as f32).tanh()).sum::<f32>(),
+        1000.0 * 1f32.tanh(),
+    ];
+    let got = v.to_vec::<f32>().unwrap();
+    for (a, b) in got.iter().zip(want) {
+        assert!((a - b).abs() <= 1e-4 * b.abs(), "{got:?} vs {want:?}");
+    }
+}
+
 #[test]
 fn foreign_and_stale_handles_are_errors() {
     let mut g1 = Graph::new();
