@@ -159,6 +159,7 @@ mod op;
 mod ops;
 mod optim;
 mod params;
+mod pool;
 mod sequential;
 mod slots;
 pub mod testing;

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use sheaf_tensor::{DType, Shape, Tensor, TensorError, TensorMut, Transpose, Unary};
+use sheaf_tensor::{Shape, TensorError, TensorMut, Transpose, Unary};
 
 use crate::error::Result;
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
@@ -272,16 +272,17 @@ impl Op for Affine {
         // With an activation: the gradient before it, dY * act'(Y), read
         // off the output Y (act(Y) > 0 exactly where its input was, for
         // relu).
-        let before_act;
-        let dy = match self.act {
-            None => cx.dout,
+        let before_act = match self.act {
+            None => None,
             Some(act) => {
-                let mut d = Tensor::zeros(cx.dout.shape(), DType::F32, be.device())?;
+                // Zeroed: `unary_bwd` adds. From the scratch pool, given
+                // back below.
+                let mut d = crate::pool::take(cx.dout.shape(), true, be.device())?;
                 be.unary_bwd(act, cx.out, cx.out, cx.dout, d.view_mut()?)?;
-                before_act = d;
-                &before_act
+                Some(d)
             }
         };
+        let dy = before_act.as_ref().unwrap_or(cx.dout);
         if self.bias {
             if let Some(Some(db)) = cx.dargs.first_mut() {
                 be.col_sums_acc(dy, db.reborrow())?;
@@ -335,6 +336,9 @@ impl Op for Affine {
                 input_grad(dx)?;
                 weight_grad(dw)?;
             }
+        }
+        if let Some(d) = before_act {
+            crate::pool::give(d);
         }
         Ok(())
     }
