@@ -468,7 +468,7 @@ impl Graph {
         // kind of leaf. (One per leaf, as before, cost a map entry each and
         // made the agenda planner's per-signature tables as long as the
         // graph's inputs: W5 has ~10k inputs per update.)
-        let sig = self.intern_sig(OpId(op as u32), &[u64::MAX]);
+        let sig = self.intern_sig(OpId(op as u32), &[u64::MAX, op as u64]);
         self.plan_nodes.push(PlanNode {
             sig,
             depth: u32::MAX,

@@ -76,24 +76,26 @@ fn building_computes_nothing_and_checks_shapes() {
 #[test]
 fn inputs_add_no_signatures() {
     let mut g = Graph::new();
+    let mut store = ParamStore::new();
+    let p = store.add("p", vec_t(&[1.0, 2.0])).unwrap();
     let xs: Vec<Expr> = (0..1000)
         .map(|i| g.input(vec_t(&[i as f32, 1.0])))
         .collect();
-    assert!(
-        g.signatures().len() <= 2,
-        "{} signatures",
-        g.signatures().len()
+    let w = g.param(&p);
+    assert_eq!(
+        g.signatures().len(),
+        2,
+        "one for inputs, one for parameters"
     );
+    let sig = |g: &Graph, e: Expr| g.node(e.node()).sig();
+    assert_eq!(sig(&g, xs[0]), sig(&g, xs[999]));
+    assert_ne!(sig(&g, xs[0]), sig(&g, w));
+    let names: Vec<_> = g.signatures().iter().map(|s| s.name).collect();
+    assert_ne!(names[0], names[1], "{names:?}");
     let ys: Vec<Expr> = xs.iter().map(|&x| g.tanh(x).unwrap()).collect();
-    assert!(
-        g.signatures().len() <= 3,
-        "{} signatures",
-        g.signatures().len()
-    );
+    assert_eq!(g.signatures().len(), 3);
     let total = g.sum(&ys).unwrap();
-    let v = Sequential::new()
-        .forward(&mut g, &ParamStore::new(), total)
-        .unwrap();
+    let v = Sequential::new().forward(&mut g, &store, total).unwrap();
     let want = [
         (0..1000).map(|i| (i as f32).tanh()).sum::<f32>(),
         1000.0 * 1f32.tanh(),

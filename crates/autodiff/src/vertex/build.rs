@@ -56,8 +56,9 @@ impl Graph {
         if args.len() != c.arg_shapes.len() {
             return None;
         }
-        // Parameters are leaves: depth 1 at least.
-        let mut depth = 1;
+        // As the general way: 1 + the deepest argument, parameters (leaves)
+        // at depth 0; 0 for a call of neither.
+        let mut depth = u32::from(!c.params.is_empty());
         for (&a, &want) in args.iter().zip(&c.arg_shapes) {
             let n = self.check_arg(a, || f.template.name).ok()?;
             if self.nodes[n.index()].shape != want {
@@ -112,9 +113,10 @@ mod tests {
         Tensor::from_vec(v, Shape::new(dims).unwrap()).unwrap()
     }
 
-    /// `f(a, b) = tanh(W [a; b] + b)` on `[4]`s, and `emb(word)` a row of
-    /// a `[5, 4]` table (per-call data).
-    fn functions(store: &mut ParamStore) -> (VertexFn, VertexFn) {
+    /// `f(a, b) = tanh(W [a; b] + b)` on `[4]`s, `emb(word)` a row of a
+    /// `[5, 4]` table (per-call data), and `konst(word)` a row of a
+    /// constant table: a function of neither arguments nor parameters.
+    fn functions(store: &mut ParamStore) -> (VertexFn, VertexFn, VertexFn) {
         let w = store.add("w", tensor(&[4, 8], 1.0)).unwrap();
         let b = store.add("b", tensor(&[4], 2.0)).unwrap();
         let table = store.add("table", tensor(&[5, 4], 3.0)).unwrap();
@@ -131,20 +133,27 @@ mod tests {
             Ok(vec![g.lookup(t, word)?])
         })
         .unwrap();
-        (f, emb)
+        let konst = VertexFn::trace_with_data("konst", &[], move |g, _, word| {
+            let t = g.input(tensor(&[5, 4], 6.0));
+            Ok(vec![g.lookup(t, word)?])
+        })
+        .unwrap();
+        (f, emb, konst)
     }
 
     /// A chain of calls over inputs and earlier calls; `general` clears
     /// the cache before each call, so that every call goes the general
     /// way.
-    fn build(g: &mut Graph, f: &VertexFn, emb: &VertexFn, general: bool) -> Vec<Expr> {
+    fn build(g: &mut Graph, fns: &(VertexFn, VertexFn, VertexFn), general: bool) -> Vec<Expr> {
+        let (f, emb, konst) = fns;
         let mut xs = vec![g.input(tensor(&[4], 4.0)), g.input(tensor(&[4], 5.0))];
-        for i in 0..12 {
+        for i in 0..15 {
             if general {
                 g.call_cache.clear();
             }
-            let x = match i % 3 {
+            let x = match i % 4 {
                 0 => g.call_with_data(emb, &[], (i % 5) as u32).unwrap(),
+                1 => g.call_with_data(konst, &[], (i % 5) as u32).unwrap(),
                 _ => g.call_one(f, &[xs[i], xs[i / 2]]).unwrap(),
             };
             xs.push(x);
@@ -158,10 +167,10 @@ mod tests {
     #[test]
     fn cached_calls_equal_general_ones() {
         let mut store = ParamStore::new();
-        let (f, emb) = functions(&mut store);
+        let fns = functions(&mut store);
         let (mut a, mut b) = (Graph::new(), Graph::new());
-        build(&mut a, &f, &emb, false);
-        build(&mut b, &f, &emb, true);
+        build(&mut a, &fns, false);
+        build(&mut b, &fns, true);
         assert!(!a.call_cache.is_empty());
         assert_eq!(a.len(), b.len());
         for i in 0..a.len() {
@@ -182,8 +191,9 @@ mod tests {
     #[test]
     fn cached_calls_report_mistakes_as_the_general_way() {
         let mut store = ParamStore::new();
-        let (f, emb) = functions(&mut store);
-        let err = |g: &mut Graph, args: &[Expr]| g.call_one(&f, args).unwrap_err().to_string();
+        let fns = functions(&mut store);
+        let f = &fns.0;
+        let err = |g: &mut Graph, args: &[Expr]| g.call_one(f, args).unwrap_err().to_string();
         let foreign = Graph::new().input(tensor(&[4], 1.0));
         let mistakes = |g: &mut Graph| {
             let x = g.input(tensor(&[4], 1.0));
@@ -192,7 +202,7 @@ mod tests {
         };
         let mut g = Graph::new();
         let before = mistakes(&mut g);
-        let xs = build(&mut g, &f, &emb, false);
+        let xs = build(&mut g, &fns, false);
         assert!(!g.call_cache.is_empty());
         let after = mistakes(&mut g);
         assert_eq!(before, after);
