@@ -106,17 +106,19 @@ impl Trainer {
         Ok(())
     }
 
-    /// A hash of the settings every rank must share: the model and the
-    /// training settings, without the paths (machines may differ) and
-    /// what a resumed run may change.
+    /// A hash of the settings every rank must share: the model, the
+    /// training settings but the paths (machines may differ), and where
+    /// the run stands (epochs done, step). Ranks that differ in the epoch
+    /// count or patience, or resumed from different checkpoints, would
+    /// otherwise stop at different epochs and leave the others waiting in
+    /// a collective.
     fn settings_hash(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut train = self.state.train.clone();
         train.data_dir = PathBuf::new();
         train.embeddings = None;
-        train.patience = None;
-        train.epochs = 0;
-        let text = serde_json::to_string(&(&self.state.model, &train)).unwrap_or_default();
+        let at = (self.state.epochs_done, self.state.step);
+        let text = serde_json::to_string(&(&self.state.model, &train, at)).unwrap_or_default();
         let mut h = std::hash::DefaultHasher::new();
         text.hash(&mut h);
         h.finish()
@@ -387,6 +389,51 @@ mod tests {
                         .exists());
                 }
             }
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Ranks given different epoch counts are refused at the start on
+    /// every rank (they would stop at different epochs, and the rank that
+    /// trains on would wait for the others for ever).
+    #[test]
+    fn ranks_with_other_epoch_counts_are_refused() {
+        let dir = std::env::temp_dir().join(format!("sheaf-dist-epochs-{}", std::process::id()));
+        let data = data(&dir);
+        let (model, cfg) = settings(&data, Exec::Agenda, OptimizerKind::Adagrad);
+        let errors = std::thread::scope(|s| {
+            let handles: Vec<_> = Threads::group(2)
+                .into_iter()
+                .map(|comm| {
+                    let mut cfg = cfg.clone();
+                    cfg.epochs += comm.rank();
+                    let (model, dir) = (model.clone(), dir.join("run"));
+                    s.spawn(move || {
+                        let comm: Rc<dyn Communicator> = Rc::new(comm);
+                        Trainer::new_distributed(
+                            &dir,
+                            model,
+                            cfg,
+                            true,
+                            (comm, GradSync::new(), 0),
+                            &mut |_| {},
+                        )
+                        .map(|_| ())
+                        .unwrap_err()
+                        .to_string()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        for e in errors {
+            assert!(
+                e.contains("rank 1") && e.contains("configuration hash"),
+                "{e}"
+            );
         }
         let _ = fs::remove_dir_all(&dir);
     }
