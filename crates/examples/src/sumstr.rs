@@ -191,7 +191,8 @@ impl Model {
     /// The prediction (sum / 10, `[1]`) for `ex` run at padded length
     /// `padded >= len`: padded steps read zero vectors, and
     /// `sequence_last` takes the state at the true length, so the result
-    /// does not depend on `padded`.
+    /// does not depend on `padded` (unpadded, the last state is taken
+    /// directly).
     pub fn predict(&self, g: &mut Graph, ex: &Example, padded: usize) -> Result<Expr> {
         let xs = (0..padded)
             .map(|t| {
@@ -203,9 +204,18 @@ impl Model {
             })
             .collect::<Result<Vec<_>>>()?;
         let hs = self.gru.transduce(g, &xs)?;
-        let seq = g.concat(&hs)?;
-        let seq = g.reshape(seq, [padded, self.gru.output_width()])?;
-        let last = g.sequence_last(seq, ex.chars.len())?;
+        let last = match hs.last() {
+            // Unpadded (the dynamic strategies): the state at the true
+            // length is the last one. Concatenating the sequence to pick
+            // it cost three graph nodes per string, a third of W6's
+            // batches under agenda.
+            Some(&h) if padded == ex.chars.len() => h,
+            _ => {
+                let seq = g.concat(&hs)?;
+                let seq = g.reshape(seq, [padded, self.gru.output_width()])?;
+                g.sequence_last(seq, ex.chars.len())?
+            }
+        };
         Ok(self.out.forward(g, last)?)
     }
 
