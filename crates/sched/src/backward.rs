@@ -611,14 +611,9 @@ impl Executor {
             }
             // Sent back with every column by `send_back_block`.
             Source::Block => Ok(()),
-            Source::Rows => {
-                // Rows of batch outputs and leaves: one call.
-                let items = nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(r, &x)| (g.args(x)[j], r as u32));
-                self.scatter_grads(g, store, t, items, op, nodes)
-            }
+            // Rows of batch outputs and leaves: one call, where forward
+            // found them.
+            Source::Rows(back) => self.send_back_rows(g, store, t, back, op, nodes),
         }
     }
 }

@@ -72,7 +72,7 @@ impl Executor {
                 .enumerate()
                 .map(move |(r, &x)| (g.args(x)[j], (j * b + r) as u32))
         });
-        self.gather_rows(g, items, &mut block)?;
+        self.gather_rows(g, items, &mut block, None)?;
         self.note_gather(op, n * b * shape.numel()? * 4);
         let stacked = Shape::stack(b, shape)?;
         let mut args = Vec::with_capacity(n);

@@ -19,6 +19,7 @@ use crate::auto::AutoTuner;
 use crate::backward::PrivateGrad;
 use crate::error::{Result, SchedError};
 use crate::plan::{Batch, Plan, Planner, Strategy};
+use crate::rows::RowsBack;
 use crate::stats::PlanStats;
 
 /// Where a node's value lives: row `row` of batch output buffer `buffer`
@@ -39,8 +40,9 @@ pub(crate) enum Source {
     View { buffer: u32, row0: u32 },
     /// Rows `idx` of batch buffer `buffer`, gathered.
     Gather { buffer: u32, idx: Tensor },
-    /// Assembled from several buffers (one indexed copy each) or leaves.
-    Rows,
+    /// Assembled from several buffers (one indexed copy each) or leaves;
+    /// where its rows' gradients go (shared: backward may run twice).
+    Rows(std::sync::Arc<RowsBack>),
     /// A column of a many-argument batch stacked as one block (see
     /// `block.rs`); backward sends all columns back together.
     Block,
@@ -413,13 +415,15 @@ impl Executor {
         }
         // Rows of several batch outputs and leaves' values: one call.
         let mut out = self.arena.overwritten(stacked)?;
+        let mut back = RowsBack::with_capacity(b);
         self.gather_rows(
             g,
             args.iter().enumerate().map(|(r, &a)| (a, r as u32)),
             &mut out,
+            Some(&mut back),
         )?;
         self.note_gather(op, b * row_bytes);
-        Ok((out, Source::Rows))
+        Ok((out, Source::Rows(std::sync::Arc::new(back))))
     }
 
     /// The batch's arguments (shared ones read from the graph, stacked ones
