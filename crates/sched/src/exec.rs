@@ -344,9 +344,17 @@ impl Executor {
             drop(_span);
             self.stats.planning += t0.elapsed();
             let (t1, l1) = (Instant::now(), self.backend.launches());
+            let marks = (self.buffers.len(), self.records.len());
             for batch in &p.batches {
                 let l2 = self.backend.launches();
-                self.run_forward(g, batch)?;
+                if let Err(e) = self.run_forward(g, batch) {
+                    // The plan is not kept: neither are the batches of it
+                    // that ran, so that a later forward (which plans these
+                    // nodes again) and backward pair plans and records
+                    // as they were.
+                    self.drop_batches_from(marks);
+                    return Err(e);
+                }
                 let op = g.op_name(batch.nodes[0]);
                 let launched = self.backend.launches() - l2;
                 if launched > 0 {
@@ -360,6 +368,17 @@ impl Executor {
             self.note_memory();
         }
         Ok(g.value(target)?.clone())
+    }
+
+    /// Forgets the batches run since the executor held `buffers` buffers
+    /// and `records` records (their buffers back to the arena; their
+    /// nodes' homes are rewritten when they run again).
+    fn drop_batches_from(&mut self, (buffers, records): (usize, usize)) {
+        self.records.truncate(records);
+        self.aux_buffers.truncate(buffers);
+        for t in self.buffers.drain(buffers..).collect::<Vec<_>>() {
+            self.arena.recycle(t);
+        }
     }
 
     /// Stacks the values of `args` (one per batch row) into `[b, ...]`:
