@@ -32,6 +32,10 @@ pub trait GraphExec {
     fn node_seed(&self, node: NodeId) -> u64;
     /// The tensor of a constant input node (`NodeKind::Input(k)`).
     fn input_value(&self, k: u32) -> Option<&Tensor>;
+    /// Which graph this is, and since which [`Graph::clear`]: equal for
+    /// two calls exactly when they see the same nodes (an executor that
+    /// continues a graph checks it is the one it started).
+    fn identity(&self) -> (u32, u32);
     /// Makes room for values and aux buffers of every node.
     fn prepare_storage(&mut self);
     /// Stores a node's value (per-instance shape).
@@ -85,6 +89,9 @@ pub trait GraphExec {
 impl GraphExec for Graph {
     fn op_shared(&self, node: NodeId) -> Arc<dyn Op> {
         self.op_arc(node)
+    }
+    fn identity(&self) -> (u32, u32) {
+        (self.key, self.generation)
     }
     fn plan_nodes(&self) -> &[PlanNode] {
         &self.plan_nodes

@@ -106,8 +106,8 @@ pub struct SigInfo {
 /// The tape. `Send`: build and run graphs on several threads against one
 /// shared [`crate::ParamStore`].
 pub struct Graph {
-    key: u32,
-    generation: u32,
+    pub(crate) key: u32,
+    pub(crate) generation: u32,
     pub(crate) nodes: Vec<NodeRec>,
     /// The distinct shapes of the graph's nodes, and their ids.
     pub(crate) shapes: Vec<Shape>,

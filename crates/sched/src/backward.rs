@@ -81,6 +81,9 @@ impl Executor {
         if loss_id.index() >= g.evaluated() {
             self.forward(g, store, loss)?;
         }
+        if self.started() != Some(g.identity()) {
+            return Err(SchedError::OtherGraph);
+        }
         let shape = g.node(loss_id).shape();
         if shape.numel().unwrap_or(0) != 1 {
             return Err(GraphError::LossNotScalar {
@@ -455,8 +458,10 @@ impl Executor {
             self.put_back(index, dout, dsts);
             return Err(e);
         }
-        let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
-        let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
+        let (data, seeds) = {
+            let r = &self.records[index];
+            (r.data.clone(), r.seeds.clone())
+        };
         let ran = (|| -> Result<Vec<(usize, Vec<u32>)>> {
             let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(n);
             // The block whole, for an op that takes it so; else its

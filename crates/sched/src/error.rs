@@ -34,6 +34,13 @@ pub enum SchedError {
     /// zero-length sequence, a spacing that does not grow).
     #[error("bucketing: {what}")]
     Bucket { what: String },
+    /// Backward on a graph whose forward this executor did not run (it
+    /// holds another graph's batches).
+    #[error(
+        "backward: this executor ran its last forward on another graph (or on this one \
+         before it was cleared): run backward with the executor that ran the forward"
+    )]
+    OtherGraph,
     /// NaN / infinity checking is on and a batch produced one.
     #[error("{op} (node {node}) produced a non-finite value ({value}) in its {what}")]
     NonFinite {

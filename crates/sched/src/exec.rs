@@ -57,6 +57,10 @@ pub(crate) struct Record {
     pub(crate) sources: Vec<Source>,
     /// What the op's forward kept for its backward ([`Keep`]).
     pub(crate) kept: Vec<Tensor>,
+    /// The nodes' per-instance data and seeds as forward read them
+    /// (backward would otherwise read every node again: a cache miss each).
+    pub(crate) data: Vec<u32>,
+    pub(crate) seeds: Vec<u64>,
 }
 
 /// Runs graphs in batches. One executor serves one graph at a time: a
@@ -70,6 +74,9 @@ pub struct Executor {
     pub(crate) backend: &'static dyn Backend,
     pub(crate) plans: Vec<Plan>,
     pub(crate) homes: Vec<Option<Home>>,
+    /// The graph (`GraphExec::identity`) the batches, homes and records
+    /// belong to.
+    started: Option<(u32, u32)>,
     /// One output buffer per batch, in run order.
     pub(crate) buffers: Vec<Tensor>,
     /// The forwards' inputs stacked by shape (see `leaves.rs`); homes in
@@ -139,6 +146,7 @@ impl Executor {
             backend: &*CPU,
             plans: Vec::new(),
             homes: Vec::new(),
+            started: None,
             buffers: Vec::new(),
             leaf_buffers: Vec::new(),
             aux_buffers: Vec::new(),
@@ -298,8 +306,12 @@ impl Executor {
         let end = g.check(target, "forward")?.index() + 1;
         g.restore_params(store)?;
         let start = g.evaluated();
-        if start == 0 {
+        // A graph this executor did not start (or one cleared since) has
+        // none of its batches here: its evaluated nodes are read from the
+        // graph as leaves, never through the homes of another graph's.
+        if start == 0 || self.started != Some(g.identity()) {
             self.reset();
+            self.started = Some(g.identity());
         }
         if end > start {
             g.prepare_storage();
@@ -368,6 +380,11 @@ impl Executor {
             self.note_memory();
         }
         Ok(g.value(target)?.clone())
+    }
+
+    /// The graph whose batches this executor holds.
+    pub(crate) fn started(&self) -> Option<(u32, u32)> {
+        self.started
     }
 
     /// Forgets the batches run since the executor held `buffers` buffers
@@ -570,6 +587,8 @@ impl Executor {
             inputs,
             sources,
             kept,
+            data,
+            seeds,
         });
         let stats = &mut self.stats;
         stats.nodes += b;
