@@ -81,7 +81,7 @@ impl Executor {
         if loss_id.index() >= g.evaluated() {
             self.forward(g, store, loss)?;
         }
-        if self.started() != Some(g.identity()) {
+        if self.started != Some(g.identity()) {
             return Err(SchedError::OtherGraph);
         }
         let shape = g.node(loss_id).shape();
@@ -458,10 +458,9 @@ impl Executor {
             self.put_back(index, dout, dsts);
             return Err(e);
         }
-        let (data, seeds) = {
-            let r = &self.records[index];
-            (r.data.clone(), r.seeds.clone())
-        };
+        // Lent by the record for the call, put back after it.
+        let data = std::mem::take(&mut self.records[index].data);
+        let seeds = std::mem::take(&mut self.records[index].seeds);
         let ran = (|| -> Result<Vec<(usize, Vec<u32>)>> {
             let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(n);
             // The block whole, for an op that takes it so; else its
@@ -538,6 +537,8 @@ impl Executor {
             ran.map_err(&err)?;
             Ok(cx.touched_rows().to_vec())
         })();
+        let record = &mut self.records[index];
+        (record.data, record.seeds) = (data, seeds);
         let touched = match ran {
             Ok(touched) => touched,
             Err(e) => {

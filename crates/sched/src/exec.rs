@@ -76,7 +76,7 @@ pub struct Executor {
     pub(crate) homes: Vec<Option<Home>>,
     /// The graph (`GraphExec::identity`) the batches, homes and records
     /// belong to.
-    started: Option<(u32, u32)>,
+    pub(crate) started: Option<(u32, u32)>,
     /// One output buffer per batch, in run order.
     pub(crate) buffers: Vec<Tensor>,
     /// The forwards' inputs stacked by shape (see `leaves.rs`); homes in
@@ -382,18 +382,13 @@ impl Executor {
         Ok(g.value(target)?.clone())
     }
 
-    /// The graph whose batches this executor holds.
-    pub(crate) fn started(&self) -> Option<(u32, u32)> {
-        self.started
-    }
-
     /// Forgets the batches run since the executor held `buffers` buffers
     /// and `records` records (their buffers back to the arena; their
     /// nodes' homes are rewritten when they run again).
     fn drop_batches_from(&mut self, (buffers, records): (usize, usize)) {
         self.records.truncate(records);
-        self.aux_buffers.truncate(buffers);
-        for t in self.buffers.drain(buffers..).collect::<Vec<_>>() {
+        let aux = self.aux_buffers.split_off(buffers).into_iter().flatten();
+        for t in self.buffers.split_off(buffers).into_iter().chain(aux) {
             self.arena.recycle(t);
         }
     }

@@ -9,9 +9,9 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{tensor, Lcg};
+use common::{tanh_chains, tensor, Lcg};
 use sheaf_autodiff::{
-    ArgRole, Attr, Backward, Expr, Forward, Graph, Op, Param, ParamStore, Sequential, ShapeError,
+    ArgRole, Attr, Backward, Expr, Forward, Graph, Op, ParamStore, Sequential, ShapeError,
 };
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Shape, TensorError};
@@ -60,18 +60,7 @@ impl Op for Triple {
 const D: usize = 4;
 const N: usize = 5;
 
-/// Part one: `t_i = tanh(x_i * w)`; part two: `loss = sum(triple(2 t_i))`.
-fn part_one(g: &mut Graph, w: &Param, rng: &mut Lcg) -> Vec<Expr> {
-    let w = g.param(w);
-    (0..N)
-        .map(|_| {
-            let x = g.input(tensor(rng, &[D], 1.0));
-            let a = g.cmult(x, w).unwrap();
-            g.tanh(a).unwrap()
-        })
-        .collect()
-}
-
+/// `loss = sum(op(2 t_i))` over the chains `t_i`.
 fn part_two(g: &mut Graph, op: &Arc<dyn Op>, ts: &[Expr]) -> Expr {
     let parts: Vec<Expr> = ts
         .iter()
@@ -95,7 +84,7 @@ fn a_failed_forward_leaves_no_batches_behind() {
             fail: AtomicBool::new(false),
         });
         let mut g = Graph::new();
-        let ts = part_one(&mut g, &w, &mut Lcg(9));
+        let ts = tanh_chains(&mut g, &w, N, &mut Lcg(9));
         let loss = part_two(&mut g, &calm, &ts);
         let want_loss = Sequential::new().forward(&mut g, &store, loss).unwrap();
         Sequential::new().backward(&mut g, &store, loss).unwrap();
@@ -107,7 +96,7 @@ fn a_failed_forward_leaves_no_batches_behind() {
         });
         let mut exec = Executor::new(strategy);
         let mut g = Graph::new();
-        let ts = part_one(&mut g, &w, &mut Lcg(9));
+        let ts = tanh_chains(&mut g, &w, N, &mut Lcg(9));
         exec.forward(&mut g, &store, *ts.last().unwrap()).unwrap();
         let loss = part_two(&mut g, &flaky, &ts);
         // `scale` runs, then `triple` fails.

@@ -6,24 +6,13 @@
 
 mod common;
 
-use common::{tensor, Lcg};
-use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Sequential};
+use common::{tanh_chains, tensor, Lcg};
+use sheaf_autodiff::{Expr, Graph, ParamStore, Sequential};
 use sheaf_sched::{Executor, SchedError, Strategy};
 
 const D: usize = 4;
 
-/// `n` chains `tanh(w * x_i)`, then a second half reading all of them.
-fn first_half(g: &mut Graph, w: &Param, n: usize, rng: &mut Lcg) -> Vec<Expr> {
-    let w = g.param(w);
-    (0..n)
-        .map(|_| {
-            let x = g.input(tensor(rng, &[D], 1.0));
-            let a = g.cmult(x, w).unwrap();
-            g.tanh(a).unwrap()
-        })
-        .collect()
-}
-
+/// A second half reading every chain.
 fn second_half(g: &mut Graph, ts: &[Expr]) -> Expr {
     let parts: Vec<Expr> = ts
         .iter()
@@ -45,13 +34,13 @@ fn continuing_a_graph_started_elsewhere_reads_its_values() {
         // Graph A, run whole by `exec`: its homes cover more nodes than B's
         // first half, with other values.
         let mut a = Graph::new();
-        let ts = first_half(&mut a, &w, 8, &mut Lcg(1));
+        let ts = tanh_chains(&mut a, &w, 8, &mut Lcg(1));
         let la = second_half(&mut a, &ts);
         exec.forward(&mut a, &store, la).unwrap();
 
         // Graph B: first half by Sequential, the rest by `exec`.
         let mut b = Graph::new();
-        let ts = first_half(&mut b, &w, 5, &mut Lcg(2));
+        let ts = tanh_chains(&mut b, &w, 5, &mut Lcg(2));
         Sequential::new()
             .forward(&mut b, &store, *ts.last().unwrap())
             .unwrap();
@@ -63,7 +52,7 @@ fn continuing_a_graph_started_elsewhere_reads_its_values() {
             .unwrap();
 
         let mut c = Graph::new();
-        let ts = first_half(&mut c, &w, 5, &mut Lcg(2));
+        let ts = tanh_chains(&mut c, &w, 5, &mut Lcg(2));
         let lc = second_half(&mut c, &ts);
         let want = Sequential::new()
             .forward(&mut c, &store, lc)

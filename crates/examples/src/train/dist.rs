@@ -393,21 +393,19 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
-    /// Ranks given different epoch counts are refused at the start on
-    /// every rank (they would stop at different epochs, and the rank that
-    /// trains on would wait for the others for ever).
-    #[test]
-    fn ranks_with_other_epoch_counts_are_refused() {
-        let dir = std::env::temp_dir().join(format!("sheaf-dist-epochs-{}", std::process::id()));
-        let data = data(&dir);
-        let (model, cfg) = settings(&data, Exec::Agenda, OptimizerKind::Adagrad);
-        let errors = std::thread::scope(|s| {
-            let handles: Vec<_> = Threads::group(2)
+    /// Starts `size` thread ranks with `cfg_of(rank)` (a distributed start
+    /// that must fail) and returns each rank's error.
+    fn start_errors(
+        dir: &Path,
+        model: &ModelConfig,
+        size: usize,
+        cfg_of: impl Fn(usize) -> TrainConfig + Sync,
+    ) -> Vec<String> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = Threads::group(size)
                 .into_iter()
                 .map(|comm| {
-                    let mut cfg = cfg.clone();
-                    cfg.epochs += comm.rank();
-                    let (model, dir) = (model.clone(), dir.join("run"));
+                    let (model, cfg, dir) = (model.clone(), cfg_of(comm.rank()), dir.join("run"));
                     s.spawn(move || {
                         let comm: Rc<dyn Communicator> = Rc::new(comm);
                         Trainer::new_distributed(
@@ -424,10 +422,21 @@ mod tests {
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    /// Ranks given different epoch counts are refused at the start on
+    /// every rank (they would stop at different epochs, and the rank that
+    /// trains on would wait for the others for ever).
+    #[test]
+    fn ranks_with_other_epoch_counts_are_refused() {
+        let dir = std::env::temp_dir().join(format!("sheaf-dist-epochs-{}", std::process::id()));
+        let data = data(&dir);
+        let (model, cfg) = settings(&data, Exec::Agenda, OptimizerKind::Adagrad);
+        let errors = start_errors(&dir, &model, 2, |rank| TrainConfig {
+            epochs: cfg.epochs + rank,
+            ..cfg.clone()
         });
         for e in errors {
             assert!(
@@ -445,33 +454,7 @@ mod tests {
         let data = data(&dir);
         let (model, mut cfg) = settings(&data, Exec::Agenda, OptimizerKind::Adagrad);
         cfg.batch_size = 2;
-        let errors = std::thread::scope(|s| {
-            let handles: Vec<_> = Threads::group(3)
-                .into_iter()
-                .map(|comm| {
-                    let (model, cfg, dir) = (model.clone(), cfg.clone(), dir.join("run"));
-                    s.spawn(move || {
-                        let comm: Rc<dyn Communicator> = Rc::new(comm);
-                        Trainer::new_distributed(
-                            &dir,
-                            model,
-                            cfg,
-                            true,
-                            (comm, GradSync::new(), 0),
-                            &mut |_| {},
-                        )
-                        .map(|_| ())
-                        .unwrap_err()
-                        .to_string()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
-        });
-        for e in errors {
+        for e in start_errors(&dir, &model, 3, |_| cfg.clone()) {
             assert!(e.contains("3 ranks but minibatches of 2 trees"), "{e}");
         }
         let _ = fs::remove_dir_all(&dir);

@@ -19,7 +19,7 @@
 #![allow(dead_code)]
 
 use sheaf_autodiff::exec::GraphExec;
-use sheaf_autodiff::{Expr, Graph, NodeId, NodeKind, ParamStore, Sequential};
+use sheaf_autodiff::{Expr, Graph, NodeId, NodeKind, Param, ParamStore, Sequential};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Device, Shape, Tensor};
 
@@ -265,4 +265,18 @@ where
         assert_same(&got, &reference, &g2, &format!("{what} {r:?}"));
     }
     reference
+}
+
+/// `n` chains `tanh(w * x_i)` on random `[w's width]` inputs: a graph's
+/// first half, for tests that run it apart from the rest.
+pub fn tanh_chains(g: &mut Graph, w: &Param, n: usize, rng: &mut Lcg) -> Vec<Expr> {
+    let width = w.shape().dims()[0];
+    let w = g.param(w);
+    (0..n)
+        .map(|_| {
+            let x = g.input(tensor(rng, &[width], 1.0));
+            let a = g.cmult(x, w).unwrap();
+            g.tanh(a).unwrap()
+        })
+        .collect()
 }
