@@ -16,21 +16,92 @@ use crate::id::NodeId;
 
 const NO_ROW: (u32, u32) = (u32::MAX, 0);
 
+/// Nodes per page of [`Pages`].
+const PAGE: usize = 256;
+
+/// An entry per node, allocated a page of [`PAGE`] entries at a time when
+/// an entry in it is first written. Batched executors store own tensors
+/// for a few nodes (parameters, large inputs) and read the views of a few
+/// more; an entry per node was ~170 bytes per node and kind, written and
+/// dropped whole by every graph (tens of MB a step for W1 at batch 256,
+/// in fresh pages where a graph is made per step).
+struct Pages<T> {
+    pages: Vec<OnceLock<Box<[T]>>>,
+}
+
+impl<T> Default for Pages<T> {
+    fn default() -> Self {
+        Pages { pages: Vec::new() }
+    }
+}
+
+impl<T: Default> Pages<T> {
+    /// Room for entries `0..n` (only grows).
+    fn resize(&mut self, n: usize) {
+        let pages = n.div_ceil(PAGE);
+        if self.pages.len() < pages {
+            self.pages.resize_with(pages, OnceLock::new);
+        }
+    }
+
+    fn new_page() -> Box<[T]> {
+        (0..PAGE).map(|_| T::default()).collect()
+    }
+
+    /// Pages allocated so far.
+    #[cfg(test)]
+    fn allocated(&self) -> usize {
+        self.pages.iter().filter(|p| p.get().is_some()).count()
+    }
+
+    /// Entry `i` if its page exists.
+    fn get(&self, i: usize) -> Option<&T> {
+        let page = self.pages.get(i / PAGE)?.get()?;
+        page.get(i % PAGE)
+    }
+
+    /// Entry `i`, its page made if need be; `None` past [`Pages::resize`].
+    fn get_or_make(&self, i: usize) -> Option<&T> {
+        let page = self.pages.get(i / PAGE)?.get_or_init(Self::new_page);
+        page.get(i % PAGE)
+    }
+
+    /// Entry `i` if its page exists, mutably.
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        let page = self.pages.get_mut(i / PAGE)?.get_mut()?;
+        page.get_mut(i % PAGE)
+    }
+
+    /// Entry `i`, its page made if need be; `None` past [`Pages::resize`].
+    fn get_mut_or_make(&mut self, i: usize) -> Option<&mut T> {
+        let cell = self.pages.get_mut(i / PAGE)?;
+        if cell.get().is_none() {
+            // Empty, and `&mut` excludes other writers: the set succeeds.
+            let _ = cell.set(Self::new_page());
+        }
+        cell.get_mut()?.get_mut(i % PAGE)
+    }
+}
+
+/// The value of a node without an own tensor.
+const NONE: &Option<Tensor> = &None;
+
 /// Per-node tensors of one kind. `rows` has one entry per node of the
 /// current graph (its length is the graph's); `own` and `views` only grow,
-/// and `clear` resets just the entries that were set, so a step costs in
-/// proportion to what it stored rather than to the graph's size (clearing
-/// and refilling a slot per node was ~2% of a Tree-LSTM training step).
+/// a page at a time (see [`Pages`]), and `clear` resets just the entries
+/// that were set, so a step costs in proportion to what it stored rather
+/// than to the graph's size (clearing and refilling a slot per node was
+/// ~2% of a Tree-LSTM training step).
 #[derive(Default)]
 pub(crate) struct Slots {
     /// Node tensors stored one by one (the reference executor, inputs).
-    own: Vec<Option<Tensor>>,
+    own: Pages<Option<Tensor>>,
     /// Indices of `own` that may hold a tensor (possibly repeated).
     own_set: Vec<u32>,
     /// (batch, row) per node, or `NO_ROW`.
     rows: Vec<(u32, u32)>,
     /// Row views made on first read.
-    views: Vec<OnceLock<Tensor>>,
+    views: Pages<OnceLock<Tensor>>,
     /// Indices of `views` made since the last clear.
     made: Mutex<Vec<u32>>,
     batches: Vec<(Tensor, Shape)>,
@@ -55,24 +126,24 @@ impl Slots {
     /// Makes room for nodes `0..n` (new nodes hold nothing).
     pub(crate) fn resize(&mut self, n: usize) {
         self.rows.resize(n, NO_ROW);
-        if self.own.len() < n {
-            self.own.resize(n, None);
-        }
-        if self.views.len() < n {
-            self.views.resize_with(n, OnceLock::new);
-        }
+        self.own.resize(n);
+        self.views.resize(n);
     }
 
     /// Node `i`'s own tensor slot, for the reference executor. Panics if
     /// `i` is past [`Slots::resize`]'s `n`, like indexing.
     pub(crate) fn own_mut(&mut self, i: usize) -> &mut Option<Tensor> {
         self.own_set.push(i as u32);
-        &mut self.own[i]
+        let pages = self.own.pages.len();
+        match self.own.get_mut_or_make(i) {
+            Some(slot) => slot,
+            None => panic!("node {i} is past the slots' {pages} pages"),
+        }
     }
 
-    /// Node `i`'s own tensor slot, read-only (see [`Slots::own_mut`]).
+    /// Node `i`'s own tensor slot, read-only (`None` if it has none).
     pub(crate) fn own_ref(&self, i: usize) -> &Option<Tensor> {
-        &self.own[i]
+        self.own.get(i).unwrap_or(NONE)
     }
 
     /// Takes node `i`'s own tensor out, if any.
@@ -98,7 +169,7 @@ impl Slots {
         if (batch, row) == NO_ROW {
             return self.own.get(i)?.as_ref();
         }
-        let cell = self.views.get(i)?;
+        let cell = self.views.get_or_make(i)?;
         if let Some(v) = cell.get() {
             return Some(v);
         }
@@ -175,7 +246,7 @@ impl Slots {
 }
 
 /// Drops view `i` if one was made (a plain check when none was).
-fn forget_view(views: &mut [OnceLock<Tensor>], i: usize) {
+fn forget_view(views: &mut Pages<OnceLock<Tensor>>, i: usize) {
     if let Some(cell) = views.get_mut(i) {
         if cell.get_mut().is_some() {
             cell.take();
@@ -228,5 +299,29 @@ mod tests {
         // After a clear with views made, a fresh step reads its own rows.
         s.set_rows(&[n(0)], batch(&[11.0, 12.0], 1), Shape::from([2]));
         assert_eq!(read(&s, 0), Some(vec![11.0, 12.0]));
+    }
+
+    #[test]
+    fn only_pages_written_or_read_are_allocated() {
+        let mut s = Slots::default();
+        let n = 100 * PAGE;
+        s.resize(n);
+        let nodes: Vec<NodeId> = (0..n).map(NodeId::from_index).collect();
+        let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        s.set_rows(&nodes, batch(&values, n), Shape::from([1]));
+        assert_eq!((s.own.allocated(), s.views.allocated()), (0, 0));
+        // A read makes the view's page; an own tensor, its page.
+        assert_eq!(read(&s, 5 * PAGE + 3), Some(vec![(5 * PAGE + 3) as f32]));
+        s.set(70 * PAGE, Tensor::from_vec(vec![-1.0f32], [1]).unwrap());
+        assert_eq!((s.own.allocated(), s.views.allocated()), (1, 1));
+        assert_eq!(read(&s, 70 * PAGE), Some(vec![-1.0]));
+        // Nodes never written read as absent, past the end too.
+        assert_eq!(s.own_ref(42 * PAGE).as_ref().map(|t| t.numel()), None);
+        assert!(s.take_own(99 * PAGE).is_none() && s.get(n + 7).is_none());
+        // A clear keeps the pages (allocations reused) and forgets the nodes.
+        s.clear();
+        s.resize(n);
+        assert!(read(&s, 5 * PAGE + 3).is_none() && read(&s, 70 * PAGE).is_none());
+        assert_eq!((s.own.allocated(), s.views.allocated()), (1, 1));
     }
 }
