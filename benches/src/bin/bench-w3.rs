@@ -43,6 +43,10 @@ struct Args {
     /// Skip the GEMM-only bound (its timing would swamp a profile).
     #[arg(long)]
     no_bound: bool,
+    /// Run the executors as for training, keeping what a backward would
+    /// need, instead of in inference mode (`Executor::set_inference`).
+    #[arg(long)]
+    recorded: bool,
 }
 
 /// One column group of Fold's table: who runs the trees, on which shapes.
@@ -161,7 +165,8 @@ fn timed_batches(batch: usize, quick: bool) -> usize {
 /// Times `cfg` on batches of `batch` trees at state `h` after a warm-up
 /// batch (one tree for the reference executor, which keeps no buffers);
 /// every configuration sees the same trees of a given shape kind.
-fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, String> {
+fn time_config(cfg: Config, batch: usize, h: usize, args: &Args) -> Result<Row, String> {
+    let quick = args.quick;
     let timed = timed_batches(batch, quick);
     let warm = if cfg.exec == Some(None) { 1 } else { batch };
     let all = trees(warm + timed * batch, cfg.same, 11);
@@ -171,6 +176,10 @@ fn time_config(cfg: Config, batch: usize, h: usize, quick: bool) -> Result<Row, 
     let mut manual = Manual::new()?;
     let mut g = Graph::new();
     let mut exec = cfg.exec.flatten().map(Executor::new);
+    if let Some(e) = exec.as_mut() {
+        // Inference: nothing kept for a backward.
+        e.set_inference(!args.recorded);
+    }
     let cells = cfg.vertex.then(|| VertexCells::new(&model)).transpose()?;
     let mut run = |chunk: &[_]| -> Result<(), String> {
         match cfg.exec {
@@ -273,10 +282,9 @@ fn run(args: Args) -> Result<(), String> {
             let mut rows: Vec<Row> = Vec::new();
             for &batch in &args.batch {
                 for cfg in CONFIGS {
-                    let row = with_threads(threads, || time_config(cfg, batch, h, args.quick))
-                        .map_err(|e| {
-                            format!("{} ({}), batch {batch}: {e}", cfg.name, cfg.shape())
-                        })?;
+                    let row = with_threads(threads, || time_config(cfg, batch, h, &args)).map_err(
+                        |e| format!("{} ({}), batch {batch}: {e}", cfg.name, cfg.shape()),
+                    )?;
                     rows.push(row);
                 }
             }

@@ -53,6 +53,9 @@ impl Arena {
 
     fn take(&mut self, shape: Shape, zero: bool) -> sheaf_tensor::Result<Tensor> {
         let mut t = self.take_unpoisoned(shape, zero)?;
+        // Buffers may come back mid-step (inference mode): the peak is
+        // the most held at once.
+        self.peak = self.peak.max(self.in_use);
         if zero {
             self.zeroed += t.numel() * 4;
         }
@@ -107,8 +110,10 @@ impl Arena {
     }
 
     /// Takes a buffer back for reuse if nobody else views it.
+    /// Mid-step (inference mode) it is no longer held by the step.
     pub(crate) fn recycle(&mut self, t: Tensor) {
         if t.is_unique() && t.capacity() > 0 {
+            self.in_use = self.in_use.saturating_sub(t.capacity() * 4);
             self.free.entry(t.capacity()).or_default().push(t);
         }
     }

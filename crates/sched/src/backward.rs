@@ -84,6 +84,9 @@ impl Executor {
         if self.started != Some(g.identity()) {
             return Err(SchedError::OtherGraph);
         }
+        if self.unrecorded {
+            return Err(SchedError::Inference);
+        }
         let shape = g.node(loss_id).shape();
         if shape.numel().unwrap_or(0) != 1 {
             return Err(GraphError::LossNotScalar {

@@ -41,6 +41,14 @@ pub enum SchedError {
          before it was cleared): run backward with the executor that ran the forward"
     )]
     OtherGraph,
+    /// Backward on a graph whose forward ran in inference mode
+    /// ([`crate::Executor::set_inference`]), which kept nothing for it.
+    #[error(
+        "backward: this graph's forward ran in inference mode, which keeps nothing for \
+         backward: turn it off (Executor::set_inference(false)) and run the forward again \
+         on a new or cleared graph"
+    )]
+    Inference,
     /// NaN / infinity checking is on and a batch produced one.
     #[error("{op} (node {node}) produced a non-finite value ({value}) in its {what}")]
     NonFinite {

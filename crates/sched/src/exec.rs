@@ -102,6 +102,11 @@ pub struct Executor {
     /// Plans kept by [`Executor::cache_plans_as`]: (key, nodes) -> plan.
     plan_cache: rustc_hash::FxHashMap<(u64, usize), Plan>,
     cache_key: Option<u64>,
+    /// Forwards keep nothing for backward (see [`Executor::set_inference`]).
+    inference: bool,
+    /// A forward of the current graph ran in inference mode: it has no
+    /// records, so no backward.
+    pub(crate) unrecorded: bool,
 }
 
 impl std::fmt::Debug for Executor {
@@ -160,6 +165,8 @@ impl Executor {
             stats: PlanStats::default(),
             plan_cache: rustc_hash::FxHashMap::default(),
             cache_key: None,
+            inference: false,
+            unrecorded: false,
         }
     }
 
@@ -204,6 +211,38 @@ impl Executor {
     /// The plans run since the graph was last cleared.
     pub fn plans(&self) -> &[Plan] {
         &self.plans
+    }
+
+    /// Inference mode (`on`): forwards keep only what later batches read,
+    /// the batches' outputs. Stacked arguments, the ops' auxiliary buffers
+    /// and what they keep for backward, and where argument rows came from
+    /// go back to the arena as soon as their batch has run, so a step holds
+    /// less memory and the arena hands the same buffers out again within
+    /// it. Values are the same as without it; backward of a graph whose
+    /// forward ran in inference mode is [`SchedError::Inference`]. Off by
+    /// default; takes effect from the next forward.
+    ///
+    /// ```
+    /// use sheaf_sched::prelude::*;
+    ///
+    /// let (mut g, store) = (Graph::new(), ParamStore::new());
+    /// let x = g.input(Tensor::from_vec(vec![0.5f32, -1.0], [2]).unwrap());
+    /// let y = g.tanh(x)?;
+    /// let loss = g.sum_elems(y)?;
+    /// let mut exec = Executor::new(Strategy::Agenda);
+    /// exec.set_inference(true);
+    /// let v: f32 = exec.forward(&mut g, &store, loss)?.item().unwrap();
+    /// assert!((v - (0.5f32.tanh() - 1.0f32.tanh())).abs() < 1e-6);
+    /// assert!(matches!(exec.backward(&mut g, &store, loss), Err(SchedError::Inference)));
+    /// # Ok::<(), SchedError>(())
+    /// ```
+    pub fn set_inference(&mut self, on: bool) {
+        self.inference = on;
+    }
+
+    /// Whether forwards run in inference mode ([`Executor::set_inference`]).
+    pub fn inference(&self) -> bool {
+        self.inference
     }
 
     /// Reuses plans across graphs of one structure: while a key is set,
@@ -277,6 +316,7 @@ impl Executor {
             self.arena.recycle(t);
         }
         self.arena.end_step();
+        self.unrecorded = false;
         self.moved = std::time::Duration::ZERO;
         self.stats = PlanStats::default();
     }
@@ -314,6 +354,7 @@ impl Executor {
             self.started = Some(g.identity());
         }
         if end > start {
+            self.unrecorded |= self.inference;
             g.prepare_storage();
             self.homes.resize(g.len(), None);
             for i in start..end {
@@ -446,15 +487,23 @@ impl Executor {
         }
         // Rows of several batch outputs and leaves' values: one call.
         let mut out = self.arena.overwritten(stacked)?;
-        let mut back = RowsBack::with_capacity(b);
+        // Where the rows came from, for backward (none in inference mode).
+        let mut back = match self.inference {
+            true => None,
+            false => Some(RowsBack::with_capacity(b)),
+        };
         self.gather_rows(
             g,
             args.iter().enumerate().map(|(r, &a)| (a, r as u32)),
             &mut out,
-            Some(&mut back),
+            back.as_mut(),
         )?;
         self.note_gather(op, b * row_bytes);
-        Ok((out, Source::Rows(std::sync::Arc::new(back))))
+        let source = match back {
+            Some(back) => Source::Rows(std::sync::Arc::new(back)),
+            None => Source::Shared,
+        };
+        Ok((out, source))
     }
 
     /// The batch's arguments (shared ones read from the graph, stacked ones
@@ -568,11 +617,33 @@ impl Executor {
         // One batch tensor per kind; a node's row view is made only if
         // someone reads it.
         g.set_value_rows(nodes, out.clone());
-        if let (Some(a), Some(s)) = (aux.as_ref(), aux_shape) {
-            g.set_aux_rows(nodes, a.clone(), s);
-        }
         self.buffers.push(out);
-        self.aux_buffers.push(aux);
+        if self.inference {
+            // Nothing of it is read again: its memory serves later batches.
+            for t in args.into_iter().chain(kept).chain(aux) {
+                self.arena.recycle(t);
+            }
+            self.aux_buffers.push(None);
+        } else {
+            if let (Some(a), Some(s)) = (aux.as_ref(), aux_shape) {
+                g.set_aux_rows(nodes, a.clone(), s);
+            }
+            self.aux_buffers.push(aux);
+            self.record(args, sources, kept, data, seeds);
+        }
+        self.note_batch(name, b, op.batchable());
+        Ok(())
+    }
+
+    /// Keeps what backward needs of the batch just run.
+    fn record(
+        &mut self,
+        args: Vec<Tensor>,
+        sources: Vec<Source>,
+        kept: Vec<Tensor>,
+        data: Vec<u32>,
+        seeds: Vec<u64>,
+    ) {
         let inputs = args
             .into_iter()
             .zip(&sources)
@@ -585,6 +656,10 @@ impl Executor {
             data,
             seeds,
         });
+    }
+
+    /// Counts a batch of `b` nodes of op `name` in the stats.
+    fn note_batch(&mut self, name: &'static str, b: usize, batchable: bool) {
         let stats = &mut self.stats;
         stats.nodes += b;
         stats.batches += 1;
@@ -592,9 +667,8 @@ impl Executor {
         let e = stats.per_op.entry(name).or_insert((0, 0));
         e.0 += 1;
         e.1 += b;
-        if !op.batchable() {
+        if !batchable {
             stats.unbatchable += b;
         }
-        Ok(())
     }
 }

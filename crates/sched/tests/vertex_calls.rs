@@ -233,6 +233,37 @@ fn called_cells_under_every_strategy_equal_inlined_sequential() {
     }
 }
 
+/// Inference mode (nothing kept for backward, buffers handed on within
+/// the step) computes the same loss with calls, and holds less memory.
+#[test]
+fn called_cells_in_inference_mode_equal_inlined_sequential() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let fns = functions(m);
+    let trees = forest(&mut Lcg(13), 24);
+    let params = m.params();
+    let (want, _) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    for strategy in [Strategy::Depth, Strategy::Agenda, Strategy::Auto] {
+        let mut peaks = Vec::new();
+        for inference in [false, true] {
+            let mut exec = Executor::new(strategy);
+            exec.set_inference(inference);
+            let mut g = Graph::new();
+            let l = loss(&mut g, &m, Some(&fns), &trees).unwrap();
+            let got = exec.forward(&mut g, &store, l).unwrap().item().unwrap();
+            close(
+                &format!("{strategy:?} inference {inference}"),
+                &[got],
+                &[want],
+            );
+            peaks.push(exec.stats().arena_peak_bytes);
+            let back = exec.backward(&mut g, &store, l);
+            assert_eq!(back.is_err(), inference, "{strategy:?}: {back:?}");
+        }
+        assert!(peaks[1] < peaks[0], "{strategy:?}: peak bytes {peaks:?}");
+    }
+}
+
 #[test]
 fn calls_of_one_function_share_kernel_calls() {
     let mut store = ParamStore::new();

@@ -20,7 +20,7 @@
 
 use sheaf_autodiff::exec::GraphExec;
 use sheaf_autodiff::{Expr, Graph, NodeId, NodeKind, Param, ParamStore, Sequential};
-use sheaf_sched::{Executor, Strategy};
+use sheaf_sched::{Executor, SchedError, Strategy};
 use sheaf_tensor::{Device, Shape, Tensor};
 
 /// Relative (and, near zero, absolute) tolerance; see the module docs.
@@ -264,7 +264,44 @@ where
         let got = run(&mut g2, store, loss, r);
         assert_same(&got, &reference, &g2, &format!("{what} {r:?}"));
     }
+    for r in Run::BATCHED {
+        let Run::Batched(strategy) = r else { continue };
+        check_inference(store, &build, strategy, &reference, what);
+    }
     reference
+}
+
+/// Runs a fresh graph's forward in inference mode: every node's value
+/// equals the reference's, and backward is refused.
+pub fn check_inference<F>(
+    store: &ParamStore,
+    build: F,
+    strategy: Strategy,
+    reference: &Snapshot,
+    what: &str,
+) where
+    F: Fn(&mut Graph) -> Expr,
+{
+    let mut g = Graph::new();
+    let loss = build(&mut g);
+    let mut exec = Executor::new(strategy);
+    exec.set_inference(true);
+    exec.forward(&mut g, store, loss).unwrap();
+    for (i, want) in reference.values.iter().enumerate() {
+        let n = NodeId::from_index(i);
+        let v = match g.node(n).kind() {
+            NodeKind::Param(p) => store.value_of(p).ok(),
+            _ => g.value_of(n),
+        };
+        let v = v.unwrap_or_else(|| panic!("{what}: node {i} has no value in inference mode"));
+        let what = format!("{what} {strategy:?} inference, node {i} ({})", g.op_name(n));
+        assert_close(&v.to_vec::<f32>().unwrap(), want, &what);
+    }
+    let refused = exec.backward(&mut g, store, loss);
+    assert!(
+        matches!(refused, Err(SchedError::Inference)),
+        "{what}: backward after an inference forward gave {refused:?}"
+    );
 }
 
 /// `n` chains `tanh(w * x_i)` on random `[w's width]` inputs: a graph's
