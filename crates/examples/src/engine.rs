@@ -128,6 +128,27 @@ impl Engine {
         })
     }
 
+    /// [`Engine::forward`] keeping nothing for a backward (the batching
+    /// executor's inference mode, `Executor::set_inference`, for this
+    /// forward): for evaluation and prediction.
+    pub fn forward_only(
+        &mut self,
+        g: &mut Graph,
+        store: &ParamStore,
+        target: Expr,
+    ) -> Result<Tensor> {
+        Ok(match self {
+            Engine::Sequential(s) => s.forward(g, store, target)?,
+            Engine::Batched(e) => {
+                let was = e.inference();
+                e.set_inference(true);
+                let value = e.forward(g, store, target);
+                e.set_inference(was);
+                value?
+            }
+        })
+    }
+
     /// Forward (where not yet done) and backward from the one-element
     /// `loss`; parameter gradients are added to the store's accumulators.
     pub fn backward(&mut self, g: &mut Graph, store: &ParamStore, loss: Expr) -> Result<()> {

@@ -123,7 +123,7 @@ pub fn predict(
             probs.push(g.softmax(logits)?);
         }
         let Some(&last) = probs.last() else { continue };
-        engine.forward(&mut g, store, last)?;
+        engine.forward_only(&mut g, store, last)?;
         for p in probs {
             let v = g
                 .value(p)?

@@ -332,6 +332,7 @@ impl Runner {
 /// Held-out mean absolute error of the sum (agenda executor, unpadded).
 pub fn mae(model: &Model, store: &ParamStore, data: &[Example]) -> Result<f32> {
     let mut exec = Executor::new(Strategy::Agenda);
+    exec.set_inference(true);
     let mut total = 0.0f64;
     for chunk in data.chunks(256) {
         let mut g = Graph::new();
