@@ -251,6 +251,8 @@ fn w3_infer(
         let m = w3::Model::new(&mut store, hidden, 1)?;
         store.to_device(device).map_err(|e| e.to_string())?;
         let mut exec = Executor::on(Strategy::Agenda, device).map_err(|e| e.to_string())?;
+        // Inference: nothing kept for a backward, as bench-w3.
+        exec.set_inference(true);
         let mut g = Graph::new();
         let cells = w3::VertexCells::new(&m)?;
         // Fold's speedup ratio needs one tree at a time, node by node, on
