@@ -353,6 +353,14 @@ fn called_cells_on_the_gpu_equal_the_cpu() {
         for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
             near(&format!("{strategy:?} gradient {k}"), a, b);
         }
+        // Inference mode on the device: the same loss.
+        let mut exec = Executor::on(strategy, gpu).unwrap();
+        exec.set_inference(true);
+        let mut g = Graph::new();
+        let l = loss(&mut g, &m, Some(&fns), &trees).unwrap();
+        let v = exec.forward(&mut g, &store, l).unwrap();
+        let got: f32 = v.to_device(Device::Cpu).unwrap().item().unwrap();
+        near(&format!("{strategy:?} inference loss"), &[got], &[want]);
     }
     store.to_device(Device::Cpu).unwrap();
 }
