@@ -501,6 +501,7 @@ impl Executor {
         self.note_gather(op, b * row_bytes);
         let source = match back {
             Some(back) => Source::Rows(std::sync::Arc::new(back)),
+            // Never read: inference mode records no sources.
             None => Source::Shared,
         };
         Ok((out, source))
