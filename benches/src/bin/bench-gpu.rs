@@ -1,6 +1,6 @@
 //! The GPU benchmarks of `shared/BENCHMARKS.md` ("GPU"): the same-run
 //! cuBLAS sgemm peak (fp32, 4096³), W1 (Tree-LSTM training on SST, batch
-//! 64 and 256, agenda and depth) and W3 (Tree-LSTM inference on random
+//! 64 and 256, agenda and depth, cells inlined and as vertex functions) and W3 (Tree-LSTM inference on random
 //! 128-leaf trees, state 256 and 1024, batch 1 / 32 / 256 / 1024). Per
 //! step it reports the host time (building the graph, planning) apart from
 //! the rest (launching and waiting for the device), and the kernel launches.
@@ -65,8 +65,17 @@ fn main() {
         "fp32 4096^3, same run",
     );
     report.set_device(&name);
-    w1(&mut report, device, k, peak, &name, args.quick).unwrap_or_else(|e| fail(e));
-    w3_infer(&mut report, device, k, peak, &name, args.quick).unwrap_or_else(|e| fail(e));
+    // A failing workload still leaves the other's figures (and fails the
+    // run at the end).
+    let mut failed = false;
+    if let Err(e) = w1(&mut report, device, k, peak, &name, args.quick) {
+        eprintln!("bench-gpu: W1: {e}");
+        failed = true;
+    }
+    if let Err(e) = w3_infer(&mut report, device, k, peak, &name, args.quick) {
+        eprintln!("bench-gpu: W3: {e}");
+        failed = true;
+    }
     let path = args.out.unwrap_or_else(default_results_path);
     report
         .append_jsonl(&path)
@@ -76,6 +85,9 @@ fn main() {
         report.records().len(),
         path.display()
     );
+    if failed {
+        std::process::exit(1);
+    }
 }
 
 /// GFLOP/s of one 4096³ fp32 product, best of a few.
@@ -128,13 +140,22 @@ fn w1(
     let timed = if quick { 1024 } else { 4096 };
     let warm = 256;
     println!(
-        "{:>8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "{:>9} {:>6} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "W1", "batch", "trees/s", "build ms", "plan ms", "rest ms", "launches"
     );
-    for batch in [64, 256] {
+    // Inlined cells, then the cells called as vertex functions (two calls
+    // per tree node, no loss sum per tree: fewer nodes and launches).
+    for (batch, vertex) in [(64, false), (256, false), (64, true), (256, true)] {
         for strategy in [Strategy::Agenda, Strategy::Depth] {
             let mut store = ParamStore::new();
-            let m = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+            let mut m = model(&mut store, vocab.len(), 1).map_err(|e| e.to_string())?;
+            if vertex {
+                m = m.with_vertex_functions().map_err(|e| e.to_string())?;
+            }
+            let form = match vertex {
+                false => strategy.name().to_string(),
+                true => format!("{}+vf", strategy.name()),
+            };
             store.to_device(device).map_err(|e| e.to_string())?;
             let mut opt = optimizer();
             let mut g = Graph::new();
@@ -187,8 +208,7 @@ fn w1(
             let per = |x: f64| 1e3 * x / steps.max(1) as f64;
             let rest = secs - build - plan;
             println!(
-                "{:>8} {batch:>6} {rate:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>9}   {}",
-                strategy.name(),
+                "{form:>9} {batch:>6} {rate:>10.1} {:>10.2} {:>10.2} {:>10.2} {:>9}   {}",
                 per(build),
                 per(plan),
                 per(rest),
@@ -214,6 +234,9 @@ fn w1(
                     launches / steps.max(1) as u64
                 ),
             );
+            if vertex {
+                report.set_variant("vertex");
+            }
             report.set_device(name);
         }
     }
