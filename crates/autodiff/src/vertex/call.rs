@@ -14,7 +14,7 @@ use crate::pool;
 pub(super) struct CallOp(pub(super) Arc<Template>);
 
 /// A per-step seed from a call's seed: each op of F draws its own stream.
-fn step_seed(seed: u64, step: usize) -> u64 {
+pub(super) fn step_seed(seed: u64, step: usize) -> u64 {
     // SplitMix64's finaliser over the call's seed and the step.
     let mut z = seed ^ (step as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -38,6 +38,7 @@ use crate::params::Param;
 
 mod build;
 mod call;
+mod scan;
 
 pub(crate) use build::CallCache;
 use call::CallOp;
@@ -47,6 +48,8 @@ use call::CallOp;
 pub struct VertexFn {
     op: Arc<dyn Op>,
     template: Arc<Template>,
+    /// The ops of its scans ([`Graph::scan`]), one per padded length.
+    scans: Arc<std::sync::Mutex<Vec<(usize, Arc<dyn Op>)>>>,
 }
 
 impl std::fmt::Debug for VertexFn {
@@ -235,6 +238,7 @@ impl VertexFn {
         Ok(VertexFn {
             op: Arc::new(CallOp(Arc::clone(&template))),
             template,
+            scans: Arc::default(),
         })
     }
 
