@@ -49,8 +49,11 @@ pub struct VertexFn {
     op: Arc<dyn Op>,
     template: Arc<Template>,
     /// The ops of its scans ([`Graph::scan`]), one per padded length.
-    scans: Arc<std::sync::Mutex<Vec<(usize, Arc<dyn Op>)>>>,
+    scans: Arc<std::sync::Mutex<ScanOps>>,
 }
+
+/// `(padded length, op)` of a function's scans.
+type ScanOps = Vec<(usize, Arc<dyn Op>)>;
 
 impl std::fmt::Debug for VertexFn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
