@@ -35,6 +35,7 @@ mod attention;
 mod cells;
 mod linear;
 mod recurrent;
+mod recurrent_scan;
 mod recurrent_vertex;
 mod scope;
 mod tree;

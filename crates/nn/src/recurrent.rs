@@ -68,7 +68,7 @@ pub struct Recurrent<C: Cell> {
     cfg: RecurrentConfig,
     /// `units[layer][direction]`.
     units: Vec<Vec<Unit>>,
-    path: String,
+    pub(crate) path: String,
     cell: PhantomData<C>,
     /// Step functions, when on ([`Recurrent::with_vertex_functions`]).
     steps: Option<crate::recurrent_vertex::UnitFns>,
@@ -332,7 +332,7 @@ impl<C: Cell> Recurrent<C> {
         self.cfg.hidden * self.dirs()
     }
 
-    fn dirs(&self) -> usize {
+    pub(crate) fn dirs(&self) -> usize {
         if self.cfg.bidirectional {
             2
         } else {
