@@ -31,7 +31,7 @@ fn close(what: &str, a: &[f32], b: &[f32]) {
 /// Each sequence's `[T, 4]` rows (padding: large noise).
 fn rows(k: usize) -> Vec<f32> {
     let mut v = data(T * 4, 7 * k as u64 + 1);
-    v[LENS[k] * 4..].iter_mut().for_each(|x| *x = 50.0 + *x);
+    v[LENS[k] * 4..].iter_mut().for_each(|x| *x += 50.0);
     v
 }
 
