@@ -3,7 +3,8 @@
 //! (spacing 1.5, `--spacing`) and agenda batching over three length mixes, with the
 //! padding fraction and a check that the bucketed (padded, masked) loss
 //! equals the unpadded sequential one; each again with the GRU steps as
-//! vertex functions (variant `<mix>, vertex`), and the ratio.
+//! vertex functions (variant `<mix>, vertex`), and agenda with each GRU
+//! layer one scan per string (variant `<mix>, scan`), and the ratios.
 
 use std::time::Instant;
 
@@ -45,18 +46,30 @@ const WARM: usize = 128;
 
 /// Seconds to train on `timed` after `warm`, the padding fraction, and the
 /// timed run's products.
+/// How the model is written.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    Inline,
+    /// Each GRU step one call of a vertex function.
+    Vertex,
+    /// Each GRU layer one scan per string.
+    Scan,
+}
+
 fn time(
     mode: Mode,
-    vertex: bool,
+    form: Form,
     batch: usize,
     warm: &[Example],
     timed: &[Example],
 ) -> Result<(f64, f64, Products), String> {
     let mut store = ParamStore::new();
     let mut model = Model::new(&mut store, HIDDEN, 1).map_err(|e| e.to_string())?;
-    if vertex {
-        model = model.with_vertex_functions().map_err(|e| e.to_string())?;
-    }
+    model = match form {
+        Form::Inline => model,
+        Form::Vertex => model.with_vertex_functions().map_err(|e| e.to_string())?,
+        Form::Scan => model.with_scans().map_err(|e| e.to_string())?,
+    };
     let mut opt = Optimizer::adam(Adam {
         lr: 0.01,
         ..Adam::default()
@@ -147,22 +160,25 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
                 std::process::exit(1)
             });
         let mut rates = Vec::new();
-        for (name, mode, vertex) in [
-            ("bucket", Mode::Bucket(args.spacing), false),
-            ("agenda", Mode::Dynamic(Strategy::Agenda), false),
-            ("bucket", Mode::Bucket(args.spacing), true),
-            ("agenda", Mode::Dynamic(Strategy::Agenda), true),
+        for (name, mode, form) in [
+            ("bucket", Mode::Bucket(args.spacing), Form::Inline),
+            ("agenda", Mode::Dynamic(Strategy::Agenda), Form::Inline),
+            ("bucket", Mode::Bucket(args.spacing), Form::Vertex),
+            ("agenda", Mode::Dynamic(Strategy::Agenda), Form::Vertex),
+            ("agenda", Mode::Dynamic(Strategy::Agenda), Form::Scan),
         ] {
-            let variant = match vertex {
-                true => format!("{mix}, vertex"),
-                false => mix.to_string(),
+            let variant = match form {
+                Form::Inline => mix.to_string(),
+                Form::Vertex => format!("{mix}, vertex"),
+                Form::Scan => format!("{mix}, scan"),
             };
             let (secs, pad, products) =
-                with_threads(threads, || time(mode, vertex, args.batch, warm, timed))
-                    .unwrap_or_else(|e| {
+                with_threads(threads, || time(mode, form, args.batch, warm, timed)).unwrap_or_else(
+                    |e| {
                         eprintln!("{name}: {e}");
                         std::process::exit(1)
-                    });
+                    },
+                );
             let rate = n as f64 / secs;
             let bound = (!args.no_bound).then(|| n as f64 / products.seconds(threads, budget));
             let gflops = flops / secs / 1e9;
@@ -171,12 +187,12 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
             } else {
                 "-".into()
             };
-            let shown = if vertex {
-                format!("{name}/v")
-            } else {
-                name.to_string()
+            let shown = match form {
+                Form::Inline => name.to_string(),
+                Form::Vertex => format!("{name}/v"),
+                Form::Scan => format!("{name}/s"),
             };
-            rates.push((name, vertex, rate));
+            rates.push((name, form, rate));
             println!(
                 "{mix:>11} {shown:>8} {rate:>10.1} {gflops:>9.2} {:>7.1}% {gap_note:>10} {:>10} {:>9}",
                 100.0 * pad,
@@ -220,9 +236,12 @@ fn run_threads(args: &Args, threads: usize, n: usize, budget: Budget, report: &m
             }
         }
         for name in ["bucket", "agenda"] {
-            let of = |v: bool| rates.iter().find(|r| r.0 == name && r.1 == v).map(|r| r.2);
-            if let (Some(v), Some(i)) = (of(true), of(false)) {
+            let of = |f: Form| rates.iter().find(|r| r.0 == name && r.1 == f).map(|r| r.2);
+            if let (Some(v), Some(i)) = (of(Form::Vertex), of(Form::Inline)) {
                 println!("{mix:>11} {name:>8} vertex / inline: {:.3}", v / i);
+            }
+            if let (Some(v), Some(i)) = (of(Form::Scan), of(Form::Inline)) {
+                println!("{mix:>11} {name:>8} scan / inline: {:.3}", v / i);
             }
         }
     }

@@ -131,6 +131,8 @@ impl Default for Config {
 pub struct Model {
     gru: Gru,
     out: Linear,
+    /// Each GRU layer one scan per string ([`Model::with_scans`]).
+    scan: bool,
 }
 
 impl Model {
@@ -157,7 +159,11 @@ impl Model {
             ..inits
         };
         let out = Linear::new(&mut root.sub("out")?.with_inits(zero_bias), h, 1, true)?;
-        Ok(Model { gru, out })
+        Ok(Model {
+            gru,
+            out,
+            scan: false,
+        })
     }
 
     /// The same model with each GRU step after the first one call of a
@@ -166,7 +172,21 @@ impl Model {
     pub fn with_vertex_functions(self) -> Result<Self> {
         Ok(Model {
             gru: self.gru.with_vertex_functions()?,
-            out: self.out,
+            ..self
+        })
+    }
+
+    /// The same model with each GRU layer ONE node per string: the string
+    /// is one `[T, 11]` matrix of one-hot rows padded to at least
+    /// [`MAX_LEN`] positions, and each layer scans its step over it
+    /// ([`Gru::transduce_padded`], [`sheaf_autodiff::Graph::scan`]), so a
+    /// minibatch of strings of any lengths runs each layer as one batch.
+    /// The same values and gradients (tested).
+    pub fn with_scans(self) -> Result<Self> {
+        Ok(Model {
+            gru: self.gru.with_vertex_functions()?,
+            scan: true,
+            ..self
         })
     }
 
@@ -175,7 +195,7 @@ impl Model {
     pub fn fold_input_products(self, yes: bool) -> Self {
         Model {
             gru: self.gru.fold_input_products(yes),
-            out: self.out,
+            ..self
         }
     }
 
@@ -194,6 +214,9 @@ impl Model {
     /// does not depend on `padded` (unpadded, the last state is taken
     /// directly).
     pub fn predict(&self, g: &mut Graph, ex: &Example, padded: usize) -> Result<Expr> {
+        if self.scan {
+            return self.predict_scanned(g, ex, padded.max(MAX_LEN));
+        }
         let xs = (0..padded)
             .map(|t| {
                 let mut v = vec![0.0f32; SYMBOLS];
@@ -216,6 +239,19 @@ impl Model {
                 g.sequence_last(seq, ex.chars.len())?
             }
         };
+        Ok(self.out.forward(g, last)?)
+    }
+
+    /// [`Model::predict`] with scans: one input and one node per layer.
+    fn predict_scanned(&self, g: &mut Graph, ex: &Example, steps: usize) -> Result<Expr> {
+        let len = ex.chars.len();
+        let mut rows = vec![0.0f32; steps * SYMBOLS];
+        for (t, &c) in ex.chars.iter().enumerate() {
+            rows[t * SYMBOLS + usize::from(c)] = 1.0;
+        }
+        let xs = g.input(Tensor::from_vec(rows, [steps, SYMBOLS]).map_err(cfg_err)?);
+        let hs = self.gru.transduce_padded(g, xs, len)?;
+        let last = g.sequence_last(hs, len)?;
         Ok(self.out.forward(g, last)?)
     }
 

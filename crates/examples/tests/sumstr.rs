@@ -130,20 +130,28 @@ fn grads(store: &ParamStore, params: &[Param]) -> Vec<Vec<f32>> {
 /// layout: rows `r, z, n`, input and recurrent biases apart), trains like
 /// it: the same loss and every gradient at each of three Adam steps, under
 /// every strategy `sumstr` runs (bucketed at two spacings, sequential,
-/// depth, agenda).
+/// depth, agenda), with its steps inline, as vertex functions, and each
+/// layer one scan per string.
 #[test]
 fn layers_model_equals_the_raw_op_reference() {
     let data = generate(24, 7, 3, 25);
-    for mode in [
+    let modes = [
         Mode::Bucket(1.5),
         Mode::Bucket(2.0),
         Mode::Dynamic(Strategy::Sequential),
         Mode::Dynamic(Strategy::Depth),
         Mode::Dynamic(Strategy::Agenda),
-    ] {
+    ];
+    let forms = ["inline", "vertex", "scan"];
+    for (mode, form) in modes.into_iter().flat_map(|m| forms.map(|f| (m, f))) {
         let (mut rs, mut ns) = (ParamStore::new(), ParamStore::new());
         let hand = reference::Model::new(&mut rs, 8, 1).unwrap();
         let model = Model::new(&mut ns, 8, 2).unwrap();
+        let model = match form {
+            "vertex" => model.with_vertex_functions().unwrap(),
+            "scan" => model.with_scans().unwrap(),
+            _ => model,
+        };
         let (theirs, mine) = (hand.params(), model.params());
         assert_eq!(theirs.len(), mine.len());
         for (m, t) in mine.iter().zip(&theirs) {
@@ -166,7 +174,7 @@ fn layers_model_equals_the_raw_op_reference() {
                 .run_with(&rs, &batch, |g, ex, t| hand.loss(g, ex, t))
                 .unwrap();
             let got = nr.run(&model, &ns, &batch).unwrap();
-            let what = format!("{mode:?} step {k}");
+            let what = format!("{mode:?} {form} step {k}");
             close_to(1e-5, &[got], &[want], &format!("{what} loss"));
             let (want, got) = (grads(&rs, &theirs), grads(&ns, &mine));
             for (i, (a, b)) in got.iter().zip(&want).enumerate() {
