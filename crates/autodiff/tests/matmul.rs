@@ -318,3 +318,56 @@ fn affine_act_signature_and_errors() {
         "affine_relu: expected a bias vector [out], given [3, 4], [3, 4], [4]"
     );
 }
+
+/// Inputs of rows `[T, in]` (a sequence's positions): each row as the
+/// vector alone would give, `[T, out]`, in one product over every row of a
+/// batch; gradients against finite differences; batching; shape errors.
+#[test]
+fn affine_over_rows_equals_each_row_alone() {
+    let mut g = Graph::new();
+    let bias = g.input(tensor(&[3], 0.0));
+    let w1 = g.input(tensor(&[3, 4], 1.0));
+    let w2 = g.input(tensor(&[3, 2], 2.0));
+    let x1 = tensor(&[5, 4], 3.0);
+    let x2 = tensor(&[5, 2], 4.0);
+    let (r1, r2) = (g.input(x1.clone()), g.input(x2.clone()));
+    let y = g.affine(bias, &[(w1, r1), (w2, r2)]).unwrap();
+    let z = g.affine_act(Unary::Tanh, bias, &[(w1, r1)]).unwrap();
+    assert_eq!(g.shape(y).unwrap(), Shape::from([5, 3]));
+    let (got, got_z) = (value(&mut g, y), value(&mut g, z));
+    for t in 0..5 {
+        let row = |x: &Tensor, n: usize| x.rows(t..t + 1).unwrap().reshape([n]).unwrap();
+        let (a, b) = (g.input(row(&x1, 4)), g.input(row(&x2, 2)));
+        let want = g.affine(bias, &[(w1, a), (w2, b)]).unwrap();
+        assert_close(&got[3 * t..3 * t + 3], &value(&mut g, want));
+        let want = g.affine_act(Unary::Tanh, bias, &[(w1, a)]).unwrap();
+        assert_close(&got_z[3 * t..3 * t + 3], &value(&mut g, want));
+    }
+    check_shapes(
+        &|g, p| {
+            let x2 = g.tanh(p[4])?;
+            let y = g.affine(p[0], &[(p[1], p[2]), (p[3], x2)])?;
+            loss(g, y)
+        },
+        &[&[3], &[3, 4], &[6, 4], &[3, 2], &[6, 2]],
+    );
+    check_shapes(
+        &|g, p| {
+            let y = g.affine_act(Unary::Sigmoid, p[0], &[(p[1], p[2])])?;
+            loss(g, y)
+        },
+        &[&[3], &[3, 4], &[6, 4]],
+    );
+    for b in 3..=5 {
+        let inst = instances(&[&[3], &[3, 4], &[5, 4], &[3, 2], &[5, 2]], &[0, 1, 3], b);
+        check_batching(g.op(y.node()), &inst, 0, 1e-5).unwrap_or_else(|m| panic!("{m}"));
+    }
+    let err = |r: sheaf_autodiff::Result<Expr>| r.unwrap_err().to_string();
+    let (v1, r6) = (g.input(tensor(&[4], 0.0)), g.input(tensor(&[6, 2], 0.0)));
+    let e = err(g.affine(bias, &[(w1, r1), (w2, r6)]));
+    assert!(e.contains("input 2 of shape [5] + [2]"), "{e}");
+    let e = err(g.affine(bias, &[(w1, r1), (w1, v1)]));
+    assert!(e.contains("input 2 of shape [5] + [4]"), "{e}");
+    let cube = g.input(tensor(&[2, 5, 4], 0.0));
+    assert!(g.affine(bias, &[(w1, cube)]).is_err());
+}

@@ -176,12 +176,14 @@ impl Model {
         })
     }
 
-    /// The same model with each GRU layer ONE node per string: the string
-    /// is one `[T, 11]` matrix of one-hot rows padded to at least
-    /// [`MAX_LEN`] positions, and each layer scans its step over it
-    /// ([`Gru::transduce_padded`], [`sheaf_autodiff::Graph::scan`]), so a
-    /// minibatch of strings of any lengths runs each layer as one batch.
-    /// The same values and gradients (tested).
+    /// The same model with each GRU layer two nodes per string: the
+    /// string is one `[T, 11]` matrix of one-hot rows padded to the
+    /// `padded` positions [`Model::predict`] is given (the [`Runner`]
+    /// gives every string of a minibatch its longest length), the input
+    /// products of all positions one node and the recurrent steps one
+    /// scan ([`Gru::transduce_padded`], [`sheaf_autodiff::Graph::scan`]),
+    /// so a minibatch of strings of any lengths runs each layer as two
+    /// batches. The same values and gradients (tested).
     pub fn with_scans(self) -> Result<Self> {
         Ok(Model {
             gru: self.gru.with_vertex_functions()?,
@@ -215,7 +217,7 @@ impl Model {
     /// directly).
     pub fn predict(&self, g: &mut Graph, ex: &Example, padded: usize) -> Result<Expr> {
         if self.scan {
-            return self.predict_scanned(g, ex, padded.max(MAX_LEN));
+            return self.predict_scanned(g, ex, padded);
         }
         let xs = (0..padded)
             .map(|t| {
@@ -309,7 +311,13 @@ impl Runner {
     /// The graph is left cleared, so that an update writes the parameters
     /// in place.
     pub fn run(&mut self, model: &Model, store: &ParamStore, batch: &[&Example]) -> Result<f32> {
-        self.run_with(store, batch, |g, ex, t| model.loss(g, ex, t))
+        // Scans batch when their strings share a padded length: unpadded
+        // strategies give them the minibatch's longest.
+        let longest = batch.iter().map(|e| e.chars.len()).max().unwrap_or(0);
+        let common = model.scan && self.bucketing.is_none();
+        self.run_with(store, batch, |g, ex, t| {
+            model.loss(g, ex, if common { longest } else { t })
+        })
     }
 
     /// [`Runner::run`] with any model: `build(g, ex, padded)` builds the
@@ -372,9 +380,16 @@ pub fn mae(model: &Model, store: &ParamStore, data: &[Example]) -> Result<f32> {
     let mut total = 0.0f64;
     for chunk in data.chunks(256) {
         let mut g = Graph::new();
+        let longest = chunk.iter().map(|e| e.chars.len()).max().unwrap_or(0);
         let ys = chunk
             .iter()
-            .map(|ex| model.predict(&mut g, ex, ex.chars.len()))
+            .map(|ex| {
+                model.predict(
+                    &mut g,
+                    ex,
+                    if model.scan { longest } else { ex.chars.len() },
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let all = g.concat(&ys)?;
         let v = exec.forward(&mut g, store, all)?;

@@ -24,43 +24,18 @@ pub(crate) struct StepFns {
     folded_train: VertexFn,
     folded_eval: Option<VertexFn>,
     fold: bool,
-    /// `(x, state) -> state` with the input product inside, for scans
-    /// over a whole padded sequence ([`Recurrent::transduce_padded`]).
-    scan_train: VertexFn,
-    scan_eval: Option<VertexFn>,
 }
 
 impl StepFns {
-    /// The scan step for the graph's mode.
-    pub(crate) fn scan(&self, train: bool) -> &VertexFn {
-        match (train, &self.scan_eval) {
+    /// The step `(x W + b, state) -> state` for the graph's mode; what a
+    /// scan runs ([`Recurrent::transduce_padded`]) where the cell's output
+    /// is its state.
+    pub(crate) fn step(&self, train: bool) -> &VertexFn {
+        match (train, &self.eval) {
             (false, Some(eval)) => eval,
-            _ => &self.scan_train,
+            _ => &self.train,
         }
     }
-}
-
-/// The step `(x, state) -> state` of a scan: the input product, the
-/// previous output read off the state where the cell needs it, the cell.
-fn trace_scan<C: Cell>(unit: &Unit, hidden: usize, train: bool) -> Result<VertexFn> {
-    let args = [
-        Shape::from([unit.inp]),
-        Shape::from([C::state_width(hidden)]),
-    ];
-    let unit = *unit;
-    VertexFn::trace(
-        step_name(C::NAME),
-        &args,
-        move |g: &mut Graph, a: &[Expr]| {
-            g.set_train(train);
-            let prev = match C::state_width(hidden) != hidden {
-                true => Prev::Output(C::output(g, a[1])?),
-                false => Prev::Unknown,
-            };
-            let xw = unit.input_part(g, a[0])?;
-            Ok(vec![C::step(g, &unit, xw, a[1], prev)?])
-        },
-    )
 }
 
 /// Per layer, per direction.
@@ -150,11 +125,6 @@ impl<C: Cell> Recurrent<C> {
                     true => Some(trace::<C>(unit, hidden, false, true)?.0),
                     false => None,
                 };
-                let scan_train = trace_scan::<C>(unit, hidden, true)?;
-                let scan_eval = match dropout {
-                    true => Some(trace_scan::<C>(unit, hidden, false)?),
-                    false => None,
-                };
                 row.push(StepFns {
                     train,
                     eval,
@@ -162,8 +132,6 @@ impl<C: Cell> Recurrent<C> {
                     folded_train,
                     folded_eval,
                     fold: false,
-                    scan_train,
-                    scan_eval,
                 });
             }
             fns.push(row);

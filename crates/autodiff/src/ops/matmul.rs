@@ -131,10 +131,31 @@ impl Op for MatMul {
     }
 }
 
+/// A stacked `[b, ..., n]` as the matrix `[rows, n]` of its last axis (a
+/// shared weight or bias stays as it is).
+fn as_rows(t: &sheaf_tensor::Tensor) -> sheaf_tensor::Result<sheaf_tensor::Tensor> {
+    match t.shape().dims() {
+        [.., n] if t.shape().rank() > 2 => t.reshape([t.numel() / (*n).max(1), *n]),
+        _ => Ok(t.clone()),
+    }
+}
+
+fn as_rows_mut(t: TensorMut<'_>) -> sheaf_tensor::Result<TensorMut<'_>> {
+    match t.shape().dims() {
+        [.., n] if t.shape().rank() > 2 => {
+            let n = *n;
+            let all = t.numel();
+            t.reshape([all / n.max(1), n])
+        }
+        _ => Ok(t),
+    }
+}
+
 /// `bias + sum_i W_i x_i` (with `bias`) or `sum_i W_i x_i` (without): the
 /// weights `W_i` `[out, in_i]` and the bias `[out]` are shared by a batch,
-/// the inputs `x_i` `[in_i]` are stacked, so each term is ONE matrix product
-/// `X_i W_i^T` over the batch. Arguments: `[bias,] W_1, x_1, W_2, x_2, ...`.
+/// the inputs `x_i` `[in_i]` (or rows `[T, in_i]`) are stacked, so each term
+/// is ONE matrix product `X_i W_i^T` over the batch's rows. Arguments:
+/// `[bias,] W_1, x_1, W_2, x_2, ...`.
 ///
 /// With `act`, the activation runs in place on the products' output (one
 /// node and one buffer instead of two, and no second pass over memory); its
@@ -215,28 +236,48 @@ impl Op for Affine {
                     )))
                 }
             };
-            if args[x].dims() != [cols] {
-                return Err(ShapeError::expected(format!(
-                    "input {t} of shape [{cols}] (the columns of weight {t})"
-                )));
+            // A vector, or rows of one (every input with the same rows).
+            let lead = &args[self.first() + 1].dims()[..args[self.first() + 1].rank().max(1) - 1];
+            let dims = args[x].dims();
+            let fits = match dims {
+                [c] => *c == cols && lead.is_empty(),
+                [rows @ .., c] => *c == cols && rows == lead && dims.len() == 2,
+                [] => false,
+            };
+            if !fits {
+                return Err(ShapeError::expected(match lead {
+                    [] => format!("input {t} of shape [{cols}] (the columns of weight {t})"),
+                    _ => format!(
+                        "input {t} of shape {lead:?} + [{cols}] (rows as input 1's, the columns of weight {t})"
+                    ),
+                }));
             }
         }
-        Ok(Shape::from([out]))
+        match args[self.first() + 1].dims() {
+            [rows, _] => Ok(Shape::from([*rows, out])),
+            _ => Ok(Shape::from([out])),
+        }
     }
     fn cost(&self) -> Cost {
         Cost::Heavy
     }
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
-        let mut out = cx.out;
+        // Inputs of rows `[b, T, in]` are one product over `b * T` rows.
+        let args: Vec<_> = cx
+            .args
+            .iter()
+            .map(as_rows)
+            .collect::<sheaf_tensor::Result<_>>()?;
+        let mut out = as_rows_mut(cx.out)?;
         let mut beta = 0.0;
-        let mut terms = self.terms(cx.args.len());
+        let mut terms = self.terms(args.len());
         if self.bias {
             let bias = cx.args.first().ok_or(bad_args(self.name_of()))?;
             let (w, x) = terms.next().ok_or(bad_args(self.name_of()))?;
             // out [b, out] = X [b, in] W^T + bias, the bias added by the
             // product itself where the backend can.
             cx.backend.matmul_bias(
-                &cx.args[x],
+                &args[x],
                 Transpose::No,
                 &cx.args[w],
                 Transpose::Yes,
@@ -248,7 +289,7 @@ impl Op for Affine {
         for (w, x) in terms {
             // out [b, out] (+)= X [b, in] W^T.
             cx.backend.matmul(
-                &cx.args[x],
+                &args[x],
                 Transpose::No,
                 &cx.args[w],
                 Transpose::Yes,
@@ -282,14 +323,15 @@ impl Op for Affine {
                 Some(d)
             }
         };
-        let dy = before_act.as_ref().unwrap_or(cx.dout);
+        let dy = as_rows(before_act.as_ref().unwrap_or(cx.dout))?;
+        let dy = &dy;
         if self.bias {
             if let Some(Some(db)) = cx.dargs.first_mut() {
                 be.col_sums_acc(dy, db.reborrow())?;
             }
         }
         for (w, x) in self.terms(cx.args.len()) {
-            let (wt, xt) = (&cx.args[w], &cx.args[x]);
+            let (wt, xt) = (&cx.args[w], &as_rows(&cx.args[x])?);
             // Beta 0 writes an input gradient handed over unzeroed.
             let beta_x = if cx.writes(x) { 0.0 } else { 1.0 };
             // w < x, so the split gives both gradients mutably at once.
@@ -304,7 +346,7 @@ impl Op for Affine {
                     Transpose::No,
                     1.0,
                     beta_x,
-                    dx.reborrow(),
+                    as_rows_mut(dx.reborrow())?,
                 ),
                 None => Ok(()),
             };
@@ -358,7 +400,10 @@ impl Graph {
     /// `bias + sum_i W_i x_i` for `terms = [(W_1, x_1), (W_2, x_2), ...]`:
     /// weights `W_i` `[out, in_i]` and `bias` `[out]` are shared by every
     /// node of a batch (normally parameters), inputs `x_i` are vectors
-    /// `[in_i]`; the result is `[out]`. Nodes share a batch when they use
+    /// `[in_i]`; the result is `[out]`. Inputs may also be rows `[T, in_i]`
+    /// (every input the same `T`: a sequence's positions), each row taken
+    /// as a vector: the result is `[T, out]`, and a batch runs one product
+    /// over all its nodes' rows. Nodes share a batch when they use
     /// the same bias and weight nodes and equal input shapes; a batch runs
     /// one matrix product per term.
     pub fn affine(&mut self, bias: Expr, terms: &[(Expr, Expr)]) -> Result<Expr> {
