@@ -75,6 +75,19 @@ pub fn generate(n: usize, seed: u64, min_len: usize, max_len: usize) -> Vec<Exam
         .collect()
 }
 
+/// How the model is written (the same values and gradients each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Every GRU step's ops one by one.
+    Inline,
+    /// Each GRU step one call of a vertex function
+    /// ([`Model::with_vertex_functions`]).
+    Vertex,
+    /// Each GRU layer an input product and a scan per string
+    /// ([`Model::with_scans`]).
+    Scan,
+}
+
 /// How the batches run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Mode {
@@ -107,6 +120,8 @@ pub struct Config {
     pub max_len: usize,
     /// Strategy.
     pub mode: Mode,
+    /// How the model is written.
+    pub form: Form,
 }
 
 impl Default for Config {
@@ -122,6 +137,7 @@ impl Default for Config {
             min_len: MIN_LEN,
             max_len: MAX_LEN,
             mode: Mode::Bucket(1.5),
+            form: Form::Scan,
         }
     }
 }
@@ -422,6 +438,11 @@ pub fn train(cfg: &Config, mut progress: impl FnMut(usize, f32)) -> Result<Repor
     );
     let mut store = ParamStore::new();
     let model = Model::new(&mut store, cfg.hidden, cfg.seed)?;
+    let model = match cfg.form {
+        Form::Inline => model,
+        Form::Vertex => model.with_vertex_functions()?,
+        Form::Scan => model.with_scans()?,
+    };
     let mut opt = Optimizer::adam(Adam {
         lr: cfg.lr,
         ..Adam::default()

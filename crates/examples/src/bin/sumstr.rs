@@ -2,7 +2,7 @@
 //! over characters trained with length bucketing or dynamic batching.
 //!
 //! ```text
-//! sumstr [--strategy bucket|agenda|depth|sequential] [--spacing 1.5] [--epochs 8] ...
+//! sumstr [--strategy bucket|agenda|depth|sequential] [--form scan|vertex|inline] [--spacing 1.5] [--epochs 8] ...
 //! ```
 //!
 //! Prints the held-out mean absolute error after every epoch, then the
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use sheaf_examples::error::{Error, Result};
-use sheaf_examples::sumstr::{train, Config, Mode};
+use sheaf_examples::sumstr::{train, Config, Form, Mode};
 use sheaf_sched::Strategy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -22,6 +22,16 @@ enum Which {
     Agenda,
     Depth,
     Sequential,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Written {
+    /// Each GRU layer an input product and a scan per string.
+    Scan,
+    /// Each GRU step one vertex-function call.
+    Vertex,
+    /// Every GRU step's ops one by one.
+    Inline,
 }
 
 #[derive(Parser, Debug)]
@@ -34,6 +44,9 @@ struct Cli {
     /// How minibatches run.
     #[arg(long, value_enum, default_value = "bucket")]
     strategy: Which,
+    /// How the model is written (the same values each).
+    #[arg(long, value_enum, default_value = "scan")]
+    form: Written,
     /// Bucket boundaries are ceil(spacing^k) (bucket only).
     #[arg(long, default_value_t = 1.5)]
     spacing: f64,
@@ -89,6 +102,11 @@ fn run(cli: &Cli) -> Result<()> {
         min_len: cli.min_len,
         max_len: cli.max_len,
         mode,
+        form: match cli.form {
+            Written::Scan => Form::Scan,
+            Written::Vertex => Form::Vertex,
+            Written::Inline => Form::Inline,
+        },
     };
     let report = train(&cfg, |epoch, mae| {
         println!("epoch {epoch:>3}  held-out MAE {mae:.3}");
