@@ -29,6 +29,7 @@ const GPU_TESTS: &[&str] = &[
     "every_op_batches",
     "many_argument_batches",
     "vertex_calls",
+    "vertex_scan",
     "tree_lstm",
     "custom_op_cuda",
 ];
