@@ -17,11 +17,12 @@ impl<C: Cell> Recurrent<C> {
     /// `t >= len`.
     ///
     /// With [`Recurrent::with_vertex_functions`], a one-directional layer
-    /// whose cell's output is its state (GRU, Elman RNN) adds TWO nodes per
-    /// layer: every position's input product (one affine over the rows)
-    /// and a scan of the recurrent step ([`Graph::scan`]); every sequence
-    /// padded to the same `T` then runs each layer as two batches whatever
-    /// its length, instead of a batch per position. Otherwise (an LSTM, a
+    /// whose cell's output is its state (GRU, Elman RNN) adds ONE node per
+    /// layer, a scan of its step ([`Graph::scan`]), which runs the input
+    /// product once over the real positions of all sequences and the
+    /// recurrent part position by position: every sequence padded to the
+    /// same `T` then runs each layer in one batch whatever its length,
+    /// instead of a batch per position. Otherwise (an LSTM, a
     /// bidirectional layer, no vertex functions) the layer runs position
     /// by position as `transduce` does, its outputs gathered into the
     /// matrix. Dropout: the input and output dropout of a scanned layer
@@ -85,13 +86,9 @@ impl<C: Cell> Recurrent<C> {
             }
         })?;
         let mut seq = self.dropped(g, xs, cfg.input_dropout)?;
-        for (layer, units) in fns.iter().zip(self.units()) {
-            // Every position's input product in one node (one product over
-            // the rows of every sequence of a batch), then the scan of the
-            // recurrent part.
-            let xw = units[0].input_part(g, seq)?;
+        for layer in fns.iter() {
             let init = g.input(zeros.clone());
-            seq = g.scan(layer[0].step(g.is_train()), xw, init, len)?;
+            seq = g.scan(layer[0].scan_step(g.is_train()), seq, init, len)?;
             seq = self.dropped(g, seq, cfg.output_dropout)?;
         }
         Ok(seq)

@@ -27,13 +27,14 @@ pub(crate) struct StepFns {
 }
 
 impl StepFns {
-    /// The step `(x W + b, state) -> state` for the graph's mode; what a
-    /// scan runs ([`Recurrent::transduce_padded`]) where the cell's output
-    /// is its state.
-    pub(crate) fn step(&self, train: bool) -> &VertexFn {
-        match (train, &self.eval) {
+    /// The step `(x, state) -> state`, its input product inside, for the
+    /// graph's mode: what a scan runs ([`Recurrent::transduce_padded`])
+    /// where the cell's output is its state (the scan runs the input
+    /// product once over every real position).
+    pub(crate) fn scan_step(&self, train: bool) -> &VertexFn {
+        match (train, &self.folded_eval) {
             (false, Some(eval)) => eval,
-            _ => &self.train,
+            _ => &self.folded_train,
         }
     }
 }

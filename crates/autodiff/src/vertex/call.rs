@@ -159,6 +159,27 @@ impl Op for CallOp {
     }
 
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
+        self.run_forward(cx, &[])
+    }
+
+    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        self.run_backward(cx, &[], &mut |_, _| Ok(()))
+    }
+}
+
+/// Where a step's gradient goes instead of its op's backward (a step a
+/// scan ran once for all positions): `(step, gradient)`.
+pub(super) type Sink<'s> = dyn FnMut(usize, &Tensor) -> sheaf_tensor::Result<()> + 's;
+
+impl CallOp {
+    /// The forward, with the values of the steps in `pre` given (`pre[j]`
+    /// `Some`: step `j` is not run, its value is that, kept as if
+    /// computed).
+    pub(super) fn run_forward(
+        &self,
+        cx: Forward<'_>,
+        pre: &[Option<Tensor>],
+    ) -> sheaf_tensor::Result<()> {
         let t = &self.0;
         let b = cx.batch();
         let Forward {
@@ -180,6 +201,13 @@ impl Op for CallOp {
         let mut seeds = vec![0u64; b];
         let mut data = vec![0u32; b];
         for (j, s) in t.steps.iter().enumerate() {
+            if let Some(Some(v)) = pre.get(j) {
+                if j != last {
+                    keep.push(v.clone());
+                }
+                values[j] = Some(v.clone());
+                continue;
+            }
             let args = s
                 .args
                 .iter()
@@ -250,7 +278,14 @@ impl Op for CallOp {
         Ok(())
     }
 
-    fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+    /// The backward, where the steps marked in `skip` are not run: the
+    /// gradient reaching each goes to `sink` instead.
+    pub(super) fn run_backward(
+        &self,
+        cx: &mut Backward<'_>,
+        skip: &[bool],
+        sink: &mut Sink<'_>,
+    ) -> sheaf_tensor::Result<()> {
         let t = &self.0;
         let b = cx.batch();
         let (be, call_args, aux, dout, out) = (cx.backend, cx.args, cx.aux, cx.dout, cx.out);
@@ -286,6 +321,11 @@ impl Op for CallOp {
                     None => continue,
                 },
             };
+            if skip.get(j).copied().unwrap_or(false) {
+                sink(j, &dstep)?;
+                pool::give(dstep);
+                continue;
+            }
             let args = s
                 .args
                 .iter()

@@ -69,7 +69,7 @@ impl std::fmt::Debug for VertexFn {
 
 /// Where an inner op's argument comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Src {
+pub(super) enum Src {
     /// Argument `i` of the call.
     Arg(usize),
     /// Parameter `i` of the template (argument `n_args + i` of the call).

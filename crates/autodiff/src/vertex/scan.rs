@@ -12,26 +12,46 @@
 //! so the sequences running at position `t` are a prefix, and stops each
 //! one at its length. Positions past it read nothing and output zeros, so
 //! the result does not depend on the padding (tested).
+//!
+//! The ops of F that read only the input `x` (and parameters), such as the
+//! input product of a recurrent cell, do not depend on the position's
+//! state: they run ONCE, before the loop, over the real positions of every
+//! sequence (one product over all of them instead of one per position),
+//! and their backward once after it.
 
 use std::sync::Arc;
 
 use sheaf_tensor::{Backend, Shape, Tensor, TensorMut};
 
+mod order;
+
 use super::call::{step_seed, CallOp};
-use super::{params_err, Template, VertexFn};
+use super::{params_err, Src, Template, VertexFn};
 use crate::error::{GraphError, Result};
 use crate::graph::Graph;
 use crate::id::Expr;
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 use crate::pool;
+use order::{flat, flat_mut, lengths, positions, positions_mut, rows, Order};
 
 /// The op of a scan node: F scanned over `steps` positions.
 pub(super) struct ScanOp {
     pub(super) call: CallOp,
     pub(super) steps: usize,
+    /// The steps of F run once for all positions (see the module docs).
+    hoisted: Vec<bool>,
 }
 
 impl ScanOp {
+    fn new(call: CallOp, steps: usize) -> ScanOp {
+        let hoisted = hoistable(&call.0);
+        ScanOp {
+            call,
+            steps,
+            hoisted,
+        }
+    }
+
     fn template(&self) -> &Arc<Template> {
         &self.call.0
     }
@@ -42,80 +62,78 @@ impl ScanOp {
         let t = self.template();
         t.keeps + 1 + usize::from(t.aux_len > 0)
     }
-}
 
-/// The batch sorted by length, longest first (ties in batch order), and
-/// how many sequences run at each position.
-struct Order {
-    perm: Vec<u32>,
-    running: Vec<usize>,
-}
-
-impl Order {
-    fn new(lens: &[u32], steps: usize) -> Order {
-        let mut perm: Vec<u32> = (0..lens.len() as u32).collect();
-        perm.sort_by_key(|&i| std::cmp::Reverse(lens[i as usize]));
-        let running = (0..steps)
-            .map(|t| lens.iter().filter(|&&l| l as usize > t).count())
-            .collect();
-        Order { perm, running }
+    /// The hoisted steps, in order.
+    fn hoisted(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.hoisted.len()).filter(|&j| self.hoisted[j])
     }
 
-    /// Rows `seq * steps + t` of the `[b * steps, ...]` flattened sequences
-    /// for the sequences running at `t`, in sorted order.
-    fn rows_at(&self, t: usize, steps: usize) -> Vec<u32> {
-        self.perm[..self.running[t]]
+    /// Where position `step`'s kept tensors start.
+    fn at(&self, step: usize) -> usize {
+        1 + self.hoisted().count() + step * self.per_step()
+    }
+
+    /// Whether a step run per position reads `x` itself.
+    fn reads_x_per_step(&self) -> bool {
+        let t = self.template();
+        t.steps
             .iter()
-            .map(|&i| i * steps as u32 + t as u32)
-            .collect()
-    }
-
-    /// Per-step seeds of the sequences running at `t`.
-    fn seeds_at(&self, seeds: &[u64], t: usize) -> Vec<u64> {
-        self.perm[..self.running[t]]
-            .iter()
-            .map(|&i| step_seed(seeds[i as usize], t))
-            .collect()
+            .zip(&self.hoisted)
+            .any(|(s, &h)| !h && s.args.contains(&Src::Arg(0)))
     }
 }
 
-/// `[n, ...row]` view of rows `start..start + n` of a `[rows, ...]` tensor.
-fn rows(t: &Tensor, start: usize, n: usize) -> sheaf_tensor::Result<Tensor> {
-    t.rows(start..start + n)
+/// Which steps of F can run once for all positions: every step but the
+/// last that reads `x`, parameters, shared constants and such steps only,
+/// each source once, with no auxiliary buffer and nothing kept of its own.
+fn hoistable(t: &Template) -> Vec<bool> {
+    let mut h = vec![false; t.steps.len()];
+    let last = t.steps.len().saturating_sub(1);
+    for j in 0..last {
+        let s = &t.steps[j];
+        let mut reads_x = false;
+        let mut ok = s.aux.is_none() && s.op.keeps() == 0;
+        for (k, (&src, &role)) in s.args.iter().zip(&s.roles).enumerate() {
+            ok &= !s.args[..k].contains(&src);
+            ok &= match src {
+                Src::Arg(0) => {
+                    reads_x = true;
+                    true
+                }
+                Src::Step(m) => {
+                    reads_x |= h[m];
+                    h[m]
+                }
+                Src::Param(_) | Src::Const(_) => role == ArgRole::Share,
+                Src::Arg(_) => false,
+            };
+        }
+        h[j] = ok && reads_x;
+    }
+    h
 }
 
-/// A tensor `[m, ...row]` seen as `[m, row numel]`.
-fn flat(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
-    let m = t.shape().rows();
-    t.reshape([m, t.numel() / m.max(1)])
-}
-
-fn flat_mut(t: TensorMut<'_>) -> sheaf_tensor::Result<TensorMut<'_>> {
-    let m = t.shape().rows();
-    let n = t.numel();
-    t.reshape([m, n / m.max(1)])
-}
-
-/// A batch of sequences `[b, T, ...]` seen as `[b * T, row numel]`.
-fn positions(t: &Tensor, steps: usize) -> sheaf_tensor::Result<Tensor> {
-    let m = t.shape().rows() * steps;
-    t.reshape([m, t.numel() / m.max(1)])
-}
-
-fn positions_mut(t: TensorMut<'_>, steps: usize) -> sheaf_tensor::Result<TensorMut<'_>> {
-    let m = t.shape().rows() * steps;
-    let n = t.numel();
-    t.reshape([m, n / m.max(1)])
-}
-
-fn lengths(data: &[u32], steps: usize) -> sheaf_tensor::Result<()> {
-    match data.iter().all(|&l| l >= 1 && l as usize <= steps) {
-        true => Ok(()),
-        false => Err(sheaf_tensor::TensorError::InvalidArgument {
+impl ScanOp {
+    /// The value of a hoisted step's source over all real positions.
+    fn hoisted_arg(
+        &self,
+        be: &dyn Backend,
+        xs: &Tensor,
+        args: &[Tensor],
+        values: &[Option<Tensor>],
+        src: Src,
+    ) -> sheaf_tensor::Result<Tensor> {
+        let missing = sheaf_tensor::TensorError::MissingArgument {
             op: "scan",
-            arg: "lengths",
-            reason: "a sequence length is 0 or above the padded length",
-        }),
+            arg: "a hoisted step's value",
+            when: "a later hoisted step reads it",
+        };
+        match src {
+            Src::Arg(_) => Ok(xs.clone()),
+            Src::Param(i) => Ok(args[2 + i].clone()),
+            Src::Const(i) => self.template().consts[i].to_device(be.device()),
+            Src::Step(m) => values[m].clone().ok_or(missing),
+        }
     }
 }
 
@@ -161,7 +179,7 @@ impl Op for ScanOp {
     }
 
     fn keeps(&self) -> usize {
-        1 + self.steps * self.per_step()
+        self.at(self.steps)
     }
 
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
@@ -179,24 +197,49 @@ impl Op for ScanOp {
         } = cx;
         lengths(data, steps)?;
         let order = Order::new(data, steps);
-        // The inputs time-major (position t's running sequences are rows
-        // t*b.., in sorted order), one buffer kept for backward.
-        let mut xs = keep.buffer(Shape::stack(steps * b, t.arg_shapes[0])?)?;
-        let x_flat = positions(&args[0], steps)?;
-        {
-            let (mut src, mut dst) = (Vec::new(), Vec::new());
-            for step in 0..steps {
-                src.extend(order.rows_at(step, steps));
-                dst.extend((0..order.running[step]).map(|r| (step * b + r) as u32));
-            }
-            be.copy_rows_at(&x_flat, &src, flat_mut(xs.view_mut()?)?, &dst, false)?;
-        }
+        // The real positions of every sequence, packed position-major
+        // (position t's running sequences are rows offsets[t].., sorted),
+        // one buffer kept for backward.
+        let mut xs = keep.buffer(Shape::stack(order.total, t.arg_shapes[0])?)?;
+        let packed: Vec<u32> = (0..order.total as u32).collect();
+        be.copy_rows_at(
+            &positions(&args[0], steps)?,
+            &order.all_rows(steps),
+            flat_mut(xs.view_mut()?)?,
+            &packed,
+            false,
+        )?;
         keep.push(xs.clone());
+        // The steps that read x only: once, over every real position.
+        let mut hoisted: Vec<Option<Tensor>> = vec![None; t.steps.len()];
+        for j in self.hoisted() {
+            let s = &t.steps[j];
+            let inner = s
+                .args
+                .iter()
+                .map(|&src| self.hoisted_arg(be, &xs, args, &hoisted, src))
+                .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+            let mut v = keep.buffer(Shape::stack(order.total, s.shape)?)?;
+            s.op.forward(Forward {
+                backend: be,
+                args: &inner,
+                data: &vec![s.data; order.total],
+                attr: s.attr,
+                seeds: &order.hoisted_seeds(seeds, steps, j),
+                train,
+                out: v.view_mut()?,
+                aux: None,
+                block: None,
+                keep: keep.reborrow(),
+            })?;
+            keep.push(v.clone());
+            hoisted[j] = Some(v);
+        }
         let init = sorted_init(be, &args[1], &order, t.out_shape)?;
         let mut states: Vec<Tensor> = Vec::with_capacity(steps);
         let zeros = vec![0u32; b];
         for step in 0..steps {
-            let n = order.running[step];
+            let (n, at) = (order.running[step], order.offsets[step]);
             if n == 0 {
                 // Nothing runs: placeholders keep the count fixed.
                 for _ in 0..self.per_step() {
@@ -205,29 +248,36 @@ impl Op for ScanOp {
                 }
                 continue;
             }
+            let pre = hoisted
+                .iter()
+                .map(|v| v.as_ref().map(|v| rows(v, at, n)).transpose())
+                .collect::<sheaf_tensor::Result<Vec<_>>>()?;
             let state = states.last().unwrap_or(&init);
-            let mut call_args = vec![rows(&xs, step * b, n)?, rows(state, 0, n)?];
+            let mut call_args = vec![rows(&xs, at, n)?, rows(state, 0, n)?];
             call_args.extend(args[2..].iter().cloned());
             let mut next = keep.buffer(Shape::stack(n, t.out_shape)?)?;
             let mut aux = match t.aux_len {
                 0 => None,
                 m => Some(keep.buffer(Shape::from([n, m]))?),
             };
-            self.call.forward(Forward {
-                backend: be,
-                args: &call_args,
-                data: &zeros[..n],
-                attr: 0,
-                seeds: &order.seeds_at(seeds, step),
-                train,
-                out: next.view_mut()?,
-                aux: match &mut aux {
-                    Some(a) => Some(a.view_mut()?),
-                    None => None,
+            self.call.run_forward(
+                Forward {
+                    backend: be,
+                    args: &call_args,
+                    data: &zeros[..n],
+                    attr: 0,
+                    seeds: &order.seeds_at(seeds, step),
+                    train,
+                    out: next.view_mut()?,
+                    aux: match &mut aux {
+                        Some(a) => Some(a.view_mut()?),
+                        None => None,
+                    },
+                    block: None,
+                    keep: keep.reborrow(),
                 },
-                block: None,
-                keep: keep.reborrow(),
-            })?;
+                &pre,
+            )?;
             keep.push(next.clone());
             if let Some(a) = aux {
                 keep.push(a);
@@ -239,8 +289,8 @@ impl Op for ScanOp {
         // row, zeros past each length.
         be.fill(0.0, out.reborrow())?;
         let (mut from, mut to) = (Vec::new(), Vec::new());
-        for (step, _) in states.iter().enumerate() {
-            for (r, row) in order.rows_at(step, steps).into_iter().enumerate() {
+        for step in 0..states.len() {
+            for (r, row) in order.rows_at(step, steps).enumerate() {
                 from.push((step as u32, r as u32));
                 to.push(row);
             }
@@ -268,31 +318,53 @@ impl Op for ScanOp {
         lengths(data, steps)?;
         let order = Order::new(data, steps);
         let xs = &kept[0];
+        let mut hoisted: Vec<Option<Tensor>> = vec![None; t.steps.len()];
+        for (k, j) in self.hoisted().enumerate() {
+            hoisted[j] = Some(kept[1 + k].clone());
+        }
+        // The gradients reaching the hoisted steps, over every position.
+        let mut hoisted_grads: Vec<Option<Tensor>> = vec![None; t.steps.len()];
+        for j in self.hoisted() {
+            let shape = Shape::stack(order.total, t.steps[j].shape)?;
+            hoisted_grads[j] = Some(pool::take(shape, true, be.device())?);
+        }
         let per = self.per_step();
-        let at = |step: usize| 1 + step * per;
         let state_at = |step: usize| -> sheaf_tensor::Result<Tensor> {
             match step {
                 0 => sorted_init(be, &args[1], &order, t.out_shape),
-                _ => Ok(kept[at(step - 1) + t.keeps].clone()),
+                _ => Ok(kept[self.at(step - 1) + t.keeps].clone()),
             }
         };
         let dout_flat = positions(dout, steps)?;
         let zeros = vec![0u32; b];
+        let wants_x = cx.dargs.first().is_some_and(|d| d.is_some());
+        // x's gradient, packed like x.
+        let mut dxs = match wants_x {
+            true => Some(pool::take(
+                Shape::stack(order.total, t.arg_shapes[0])?,
+                true,
+                be.device(),
+            )?),
+            false => None,
+        };
+        let x_per_step = wants_x && self.reads_x_per_step();
         // The gradient reaching the state after `step` from later steps.
         let mut carry: Option<Tensor> = None;
         for step in (0..steps).rev() {
-            let n = order.running[step];
+            let (n, at) = (order.running[step], order.offsets[step]);
             if n == 0 {
                 continue;
             }
-            let k = at(step);
+            let k = self.at(step);
+            debug_assert!(k + per <= kept.len());
             let next = &kept[k + t.keeps];
             let aux = (t.aux_len > 0).then(|| &kept[k + t.keeps + 1]);
             let mut dnext = pool::take(Shape::stack(n, t.out_shape)?, false, be.device())?;
             let sorted: Vec<u32> = (0..n as u32).collect();
+            let here: Vec<u32> = order.rows_at(step, steps).collect();
             be.copy_rows_at(
                 &dout_flat,
-                &order.rows_at(step, steps),
+                &here,
                 flat_mut(dnext.view_mut()?)?,
                 &sorted,
                 false,
@@ -304,27 +376,24 @@ impl Op for ScanOp {
                 pool::give(c);
             }
             let state = state_at(step)?;
-            let mut call_args = vec![rows(xs, step * b, n)?, rows(&state, 0, n)?];
+            let mut call_args = vec![rows(xs, at, n)?, rows(&state, 0, n)?];
             call_args.extend(args[2..].iter().cloned());
-            let wants_x = cx.dargs.first().is_some_and(|d| d.is_some());
             let wants_state = step > 0 || cx.dargs.get(1).is_some_and(|d| d.is_some());
-            let take = |wanted: bool, shape: Shape| -> sheaf_tensor::Result<Option<Tensor>> {
-                match wanted {
-                    true => Ok(Some(pool::take(
-                        Shape::stack(n, shape)?,
-                        true,
-                        be.device(),
-                    )?)),
-                    false => Ok(None),
-                }
+            let mut dstate = match wants_state {
+                true => Some(pool::take(
+                    Shape::stack(n, t.out_shape)?,
+                    true,
+                    be.device(),
+                )?),
+                false => None,
             };
-            let mut dx = take(wants_x, t.arg_shapes[0])?;
-            let mut dstate = take(wants_state, t.out_shape)?;
             let touched = {
                 let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(call_args.len());
-                dargs.push(match &mut dx {
-                    Some(d) => Some(d.view_mut()?),
-                    None => None,
+                dargs.push(match (&mut dxs, x_per_step) {
+                    (Some(d), true) => {
+                        Some(d.view_mut()?.into_split_rows(at)?.1.into_split_rows(n)?.0)
+                    }
+                    _ => None,
                 });
                 dargs.push(match &mut dstate {
                     Some(d) => Some(d.view_mut()?),
@@ -346,16 +415,19 @@ impl Op for ScanOp {
                     dargs,
                 )
                 .with_kept(&kept[k..k + t.keeps]);
-                self.call.backward(&mut inner)?;
+                let grads = &mut hoisted_grads;
+                self.call
+                    .run_backward(&mut inner, &self.hoisted, &mut |j, g| {
+                        let Some(dst) = grads[j].as_mut() else {
+                            return Ok(());
+                        };
+                        let part = dst.view_mut()?.into_split_rows(at)?.1.into_split_rows(n)?.0;
+                        be.axpy(1.0, g, part)
+                    })?;
                 inner.touched_rows().to_vec()
             };
             for (a, rows) in touched {
                 cx.touch_rows(a, &rows);
-            }
-            if let (Some(dx), Some(Some(d))) = (dx, cx.dargs.first_mut()) {
-                let dst = positions_mut(d.reborrow(), steps)?;
-                be.copy_rows_at(&flat(&dx)?, &sorted, dst, &order.rows_at(step, steps), true)?;
-                pool::give(dx);
             }
             pool::give(dnext);
             if step == 0 {
@@ -364,7 +436,7 @@ impl Op for ScanOp {
             carry = dstate;
         }
         // What reached the initial states, back in batch order.
-        if let (Some(c), Some(Some(d))) = (carry, cx.dargs.get_mut(1)) {
+        if let (Some(c), Some(Some(d))) = (carry.take(), cx.dargs.get_mut(1)) {
             let sorted: Vec<u32> = (0..b as u32).collect();
             be.copy_rows_at(
                 &flat(&c)?,
@@ -374,6 +446,97 @@ impl Op for ScanOp {
                 true,
             )?;
             pool::give(c);
+        }
+        // The hoisted steps' backward, once over every position, last first.
+        let hoisted_order: Vec<usize> = self.hoisted().collect();
+        for &j in hoisted_order.iter().rev() {
+            let s = &t.steps[j];
+            let Some(dstep) = hoisted_grads[j].take() else {
+                continue;
+            };
+            let inner_args = s
+                .args
+                .iter()
+                .map(|&src| self.hoisted_arg(be, xs, args, &hoisted, src))
+                .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+            let mut taken: Vec<(usize, Tensor)> = Vec::new();
+            for &src in &s.args {
+                if let Src::Step(m) = src {
+                    if let Some(g) = hoisted_grads[m].take() {
+                        taken.push((m, g));
+                    }
+                }
+            }
+            let touched = {
+                let mut dargs: Vec<Option<TensorMut<'_>>> = Vec::with_capacity(s.args.len());
+                let mut pending: Vec<(usize, &mut Tensor)> =
+                    taken.iter_mut().map(|(m, g)| (*m, g)).collect();
+                let mut x_grad = dxs.as_mut();
+                let mut outer: Vec<Option<&mut TensorMut<'_>>> =
+                    cx.dargs.iter_mut().map(|d| d.as_mut()).collect();
+                for &src in &s.args {
+                    dargs.push(match src {
+                        Src::Arg(_) => match x_grad.take() {
+                            Some(d) => Some(d.view_mut()?),
+                            None => None,
+                        },
+                        Src::Param(i) => outer
+                            .get_mut(2 + i)
+                            .and_then(|d| d.take())
+                            .map(|d| d.reborrow()),
+                        Src::Const(_) => None,
+                        Src::Step(m) => match pending.iter().position(|(k, _)| *k == m) {
+                            Some(p) => Some(pending.swap_remove(p).1.view_mut()?),
+                            None => None,
+                        },
+                    });
+                }
+                let value =
+                    hoisted[j]
+                        .clone()
+                        .ok_or(sheaf_tensor::TensorError::MissingArgument {
+                            op: "scan",
+                            arg: "a hoisted step's value",
+                            when: "its backward runs",
+                        })?;
+                let step_seeds = order.hoisted_seeds(seeds, steps, j);
+                let step_data = vec![s.data; order.total];
+                let mut inner = Backward::new(
+                    be,
+                    &inner_args,
+                    &step_data,
+                    s.attr,
+                    &step_seeds,
+                    &value,
+                    None,
+                    &dstep,
+                    dargs,
+                );
+                s.op.backward(&mut inner)?;
+                inner.touched_rows().to_vec()
+            };
+            for (a, rows) in touched {
+                if let Some(Src::Param(i)) = s.args.get(a) {
+                    cx.touch_rows(2 + i, &rows);
+                }
+            }
+            for (m, g) in taken {
+                hoisted_grads[m] = Some(g);
+            }
+            pool::give(dstep);
+        }
+        hoisted_grads.into_iter().flatten().for_each(pool::give);
+        // x's gradient back to each sequence's rows.
+        if let (Some(dx), Some(Some(d))) = (dxs, cx.dargs.first_mut()) {
+            let packed: Vec<u32> = (0..order.total as u32).collect();
+            be.copy_rows_at(
+                &flat(&dx)?,
+                &packed,
+                positions_mut(d.reborrow(), steps)?,
+                &order.all_rows(steps),
+                true,
+            )?;
+            pool::give(dx);
         }
         Ok(())
     }
@@ -471,11 +634,55 @@ impl VertexFn {
         if let Some((_, op)) = ops.iter().find(|(s, _)| *s == steps) {
             return Arc::clone(op);
         }
-        let op: Arc<dyn Op> = Arc::new(ScanOp {
-            call: CallOp(Arc::clone(&self.template)),
-            steps,
-        });
+        let op: Arc<dyn Op> = Arc::new(ScanOp::new(CallOp(Arc::clone(&self.template)), steps));
         ops.push((steps, Arc::clone(&op)));
         op
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sheaf_tensor::{Shape, Tensor};
+
+    use super::hoistable;
+    use crate::{ParamStore, VertexFn};
+
+    /// The input product of a GRU-like step (x only) is hoisted; the
+    /// product reading the state, the cell, and a product reading both x
+    /// and the state (an LSTM's one affine) are not.
+    #[test]
+    fn only_steps_of_x_alone_are_hoisted() {
+        let mut store = ParamStore::new();
+        let t = |dims: &[usize]| {
+            Tensor::zeros(
+                Shape::new(dims).unwrap(),
+                sheaf_tensor::DType::F32,
+                sheaf_tensor::Device::Cpu,
+            )
+            .unwrap()
+        };
+        let (w, u, b) = (
+            store.add("w", t(&[6, 3])).unwrap(),
+            store.add("u", t(&[6, 2])).unwrap(),
+            store.add("b", t(&[6])).unwrap(),
+        );
+        let shapes = [Shape::from([3]), Shape::from([2])];
+        let gru = VertexFn::trace("gru", &shapes, |g, a| {
+            let (w, u, b) = (g.param(&w), g.param(&u), g.param(&b));
+            let xw = g.affine(b, &[(w, a[0])])?;
+            let xt = g.tanh(xw)?;
+            let hu = g.affine(b, &[(u, a[1])])?;
+            let both = g.add(xt, hu)?;
+            Ok(vec![g.slice(both, 0, 2)?])
+        })
+        .unwrap();
+        assert_eq!(hoistable(&gru.template), [true, true, false, false, false]);
+        let lstm = VertexFn::trace("lstm", &shapes, |g, a| {
+            let (w, u, b) = (g.param(&w), g.param(&u), g.param(&b));
+            let y = g.affine(b, &[(w, a[0]), (u, a[1])])?;
+            Ok(vec![g.slice(y, 0, 2)?])
+        })
+        .unwrap();
+        assert_eq!(hoistable(&lstm.template), [false, false]);
     }
 }
