@@ -276,6 +276,42 @@ fn scans_under_every_strategy_equal_the_steps_inlined() {
     }
 }
 
+/// A batch whose sequences all end before the padding does: positions
+/// where none runs keep nothing, and output zeros.
+#[test]
+fn scans_all_shorter_than_their_padding_equal_the_steps_inlined() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let f = m.function(Cell::Gru, 0.0);
+    let mut seqs = sequences(&mut Lcg(21), 5, Cell::Gru);
+    for (k, q) in seqs.iter_mut().enumerate() {
+        q.len = 1 + k % (T - 2);
+    }
+    let params = m.params();
+    let (want, want_grads) = run(&mut store, &params, None, |g| {
+        loss(g, &m, Cell::Gru, None, &seqs)
+    });
+    for strategy in [None, Some(Strategy::Depth), Some(Strategy::Agenda)] {
+        let mut exec = strategy.map(Executor::new);
+        let (got, grads) = run(&mut store, &params, exec.as_mut(), |g| {
+            loss(g, &m, Cell::Gru, Some(&f), &seqs)
+        });
+        close(&format!("{strategy:?} loss"), &[got], &[want], 1e-5);
+        for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
+            close(&format!("{strategy:?} gradient {k}"), a, b, 1e-5);
+        }
+    }
+    if let Some(gpu) = common::gpu() {
+        store.to_device(gpu).unwrap();
+        let mut exec = Executor::on(Strategy::Agenda, gpu).unwrap();
+        let (got, _) = run(&mut store, &params, Some(&mut exec), |g| {
+            loss(g, &m, Cell::Gru, Some(&f), &seqs)
+        });
+        close("gpu loss", &[got], &[want], 1e-4);
+        store.to_device(Device::Cpu).unwrap();
+    }
+}
+
 #[test]
 fn scans_in_inference_mode_equal_the_steps_inlined() {
     let mut store = ParamStore::new();
