@@ -591,7 +591,7 @@ impl<C: Cell> Recurrent<C> {
         Ok(seq)
     }
 
-    fn drop(&self, g: &mut Graph, x: Expr, p: f32) -> Result<Expr> {
+    pub(crate) fn drop(&self, g: &mut Graph, x: Expr, p: f32) -> Result<Expr> {
         match p > 0.0 && g.is_train() {
             true => g.dropout(x, p),
             false => Ok(x),

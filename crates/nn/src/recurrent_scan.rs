@@ -79,17 +79,12 @@ impl<C: Cell> Recurrent<C> {
         let Some(fns) = scans else {
             return self.transduce_rows(g, xs, steps, len);
         };
-        let zeros = Tensor::zeros([cfg.hidden], DType::F32, Device::Cpu).map_err(|source| {
-            GraphError::Tensor {
-                context: format!("{} zero state", C::NAME),
-                source: Box::new(source),
-            }
-        })?;
-        let mut seq = self.dropped(g, xs, cfg.input_dropout)?;
-        for layer in fns.iter() {
-            let init = g.input(zeros.clone());
-            seq = g.scan(layer[0].scan_step(g.is_train()), seq, init, len)?;
-            seq = self.dropped(g, seq, cfg.output_dropout)?;
+        // One direction: state `l` is layer `l`'s.
+        let init = self.zero_state(g)?;
+        let mut seq = self.drop(g, xs, cfg.input_dropout)?;
+        for (layer, &zero) in fns.iter().zip(&init.states) {
+            seq = g.scan(layer[0].scan_step(g.is_train()), seq, zero, len)?;
+            seq = self.drop(g, seq, cfg.output_dropout)?;
         }
         Ok(seq)
     }
@@ -115,12 +110,5 @@ impl<C: Cell> Recurrent<C> {
         }
         let all = g.concat(&hs)?;
         g.reshape(all, [steps, width])
-    }
-
-    fn dropped(&self, g: &mut Graph, x: Expr, p: f32) -> Result<Expr> {
-        match p > 0.0 && g.is_train() {
-            true => g.dropout(x, p),
-            false => Ok(x),
-        }
     }
 }
