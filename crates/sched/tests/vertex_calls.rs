@@ -8,7 +8,7 @@
 
 mod common;
 
-use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Result, Sequential, VertexFn};
+use sheaf_autodiff::{Expr, Graph, Param, ParamStore, Result, VertexFn};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Device, Shape, Tensor};
 
@@ -153,56 +153,8 @@ fn functions(m: Model) -> (VertexFn, VertexFn) {
     (leaf.unwrap(), node.unwrap())
 }
 
-/// Loss and gradients with `exec` (None: Sequential).
-fn run(
-    store: &mut ParamStore,
-    params: &[Param],
-    exec: Option<&mut Executor>,
-    build: impl Fn(&mut Graph) -> Result<Expr>,
-) -> (f32, Vec<Vec<f32>>) {
-    store.zero_grads().unwrap();
-    let mut g = Graph::new();
-    let loss = build(&mut g).unwrap();
-    let value = match exec {
-        None => {
-            let ex = Sequential::new();
-            let v = ex
-                .forward(&mut g, store, loss)
-                .unwrap()
-                .item::<f32>()
-                .unwrap();
-            ex.backward(&mut g, store, loss).unwrap();
-            v
-        }
-        Some(ex) => {
-            let v = ex
-                .forward(&mut g, store, loss)
-                .unwrap()
-                .item::<f32>()
-                .unwrap();
-            ex.backward(&mut g, store, loss).unwrap();
-            v
-        }
-    };
-    let grads = params
-        .iter()
-        .map(|p| store.grad(p).unwrap().to_vec::<f32>().unwrap())
-        .collect();
-    (value, grads)
-}
-
 fn close(what: &str, a: &[f32], b: &[f32]) {
-    close_within(what, a, b, 1e-5);
-}
-
-fn close_within(what: &str, a: &[f32], b: &[f32], tol: f32) {
-    assert_eq!(a.len(), b.len(), "{what}");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
+    common::assert_close_within(what, a, b, 1e-5);
 }
 
 #[test]
@@ -212,7 +164,8 @@ fn called_cells_under_every_strategy_equal_inlined_sequential() {
     let fns = functions(m);
     let trees = forest(&mut Lcg(11), 12);
     let params = m.params();
-    let (want, want_grads) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    let (want, want_grads) =
+        common::loss_and_grads(&mut store, &params, None, |g| loss(g, &m, None, &trees));
     for strategy in [
         None,
         Some(Strategy::Depth),
@@ -222,7 +175,7 @@ fn called_cells_under_every_strategy_equal_inlined_sequential() {
         let mut exec = strategy.map(Executor::new);
         // Twice: Auto times both candidates before it chooses.
         for round in 0..3 {
-            let (got, grads) = run(&mut store, &params, exec.as_mut(), |g| {
+            let (got, grads) = common::loss_and_grads(&mut store, &params, exec.as_mut(), |g| {
                 loss(g, &m, Some(&fns), &trees)
             });
             close(&format!("{strategy:?} round {round} loss"), &[got], &[want]);
@@ -242,7 +195,8 @@ fn called_cells_in_inference_mode_equal_inlined_sequential() {
     let fns = functions(m);
     let trees = forest(&mut Lcg(13), 24);
     let params = m.params();
-    let (want, _) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    let (want, _) =
+        common::loss_and_grads(&mut store, &params, None, |g| loss(g, &m, None, &trees));
     for strategy in [Strategy::Depth, Strategy::Agenda, Strategy::Auto] {
         let mut peaks = Vec::new();
         for inference in [false, true] {
@@ -320,13 +274,13 @@ fn dropout_inside_a_function_is_the_same_under_every_executor() {
         g.sum_elems(s)
     };
     let params = [m.emb];
-    let (want, want_grads) = run(&mut store, &params, None, build);
+    let (want, want_grads) = common::loss_and_grads(&mut store, &params, None, build);
     // Some elements were dropped and some kept.
     let zeros = want_grads[0].iter().filter(|v| **v == 0.0).count();
     assert!(zeros > 0 && zeros < V * E, "{zeros} zero gradients");
     for strategy in [Strategy::Depth, Strategy::Agenda] {
         let mut exec = Executor::new(strategy);
-        let (got, grads) = run(&mut store, &params, Some(&mut exec), build);
+        let (got, grads) = common::loss_and_grads(&mut store, &params, Some(&mut exec), build);
         close(&format!("{strategy:?} loss"), &[got], &[want]);
         close(&format!("{strategy:?} gradient"), &grads[0], &want_grads[0]);
     }
@@ -340,15 +294,16 @@ fn called_cells_on_the_gpu_equal_the_cpu() {
     let fns = functions(m);
     let trees = forest(&mut Lcg(17), 10);
     let params = m.params();
-    let (want, want_grads) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    let (want, want_grads) =
+        common::loss_and_grads(&mut store, &params, None, |g| loss(g, &m, None, &trees));
     store.to_device(gpu).unwrap();
     for strategy in [Strategy::Depth, Strategy::Agenda] {
         let mut exec = Executor::on(strategy, gpu).unwrap();
-        let (got, grads) = run(&mut store, &params, Some(&mut exec), |g| {
+        let (got, grads) = common::loss_and_grads(&mut store, &params, Some(&mut exec), |g| {
             loss(g, &m, Some(&fns), &trees)
         });
         // The device's exp / tanh differ from the CPU's by a few ulp.
-        let near = |what: &str, a: &[f32], b: &[f32]| close_within(what, a, b, 1e-4);
+        let near = |what: &str, a: &[f32], b: &[f32]| common::assert_close_within(what, a, b, 1e-4);
         near(&format!("{strategy:?} loss"), &[got], &[want]);
         for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
             near(&format!("{strategy:?} gradient {k}"), a, b);
@@ -414,7 +369,8 @@ fn per_call_data_puts_lookups_and_losses_inside_functions() {
     let trees = forest(&mut Lcg(21), 12);
     let fns = functions_with_data(m);
     assert!(fns.0.reads_data() && fns.2.reads_data() && !fns.1.reads_data());
-    let (want, want_g) = run(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    let (want, want_g) =
+        common::loss_and_grads(&mut store, &params, None, |g| loss(g, &m, None, &trees));
     let nodes = |with: bool| {
         let mut g = Graph::new();
         match with {
@@ -438,7 +394,7 @@ fn per_call_data_puts_lookups_and_losses_inside_functions() {
             .as_ref()
             .map_or("Sequential".into(), |e| format!("{:?}", e.strategy()));
         for round in 0..2 {
-            let (v, grads) = run(&mut store, &params, ex.as_mut(), |g| {
+            let (v, grads) = common::loss_and_grads(&mut store, &params, ex.as_mut(), |g| {
                 loss_with_data(g, &fns, &trees)
             });
             close(&format!("{what} round {round} loss"), &[v], &[want]);

@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::{tensor, Lcg};
+use common::{assert_close_within as close, tensor, Lcg};
 use sheaf_autodiff::gradcheck::{check_gradients, GradCheck};
-use sheaf_autodiff::{Expr, Graph, GraphError, Param, ParamStore, Result, Sequential, VertexFn};
+use sheaf_autodiff::{Expr, Graph, GraphError, Param, ParamStore, Result, VertexFn};
 use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::{Device, Shape, Tensor};
 
@@ -185,64 +185,6 @@ fn loss(g: &mut Graph, m: &Model, cell: Cell, f: Option<&VertexFn>, seqs: &[Seq]
     g.sum(&losses)
 }
 
-/// Loss and gradients with `exec` (None: Sequential).
-fn run(
-    store: &mut ParamStore,
-    params: &[Param],
-    exec: Option<&mut Executor>,
-    build: impl Fn(&mut Graph) -> Result<Expr>,
-) -> (f32, Vec<Vec<f32>>) {
-    store.zero_grads().unwrap();
-    let mut g = Graph::new();
-    let loss = build(&mut g).unwrap();
-    let value = match exec {
-        None => {
-            let ex = Sequential::new();
-            let v = ex
-                .forward(&mut g, store, loss)
-                .unwrap()
-                .item::<f32>()
-                .unwrap();
-            ex.backward(&mut g, store, loss).unwrap();
-            v
-        }
-        Some(ex) => {
-            let v = ex
-                .forward(&mut g, store, loss)
-                .unwrap()
-                .to_device(Device::Cpu)
-                .unwrap()
-                .item::<f32>()
-                .unwrap();
-            ex.backward(&mut g, store, loss).unwrap();
-            v
-        }
-    };
-    let grads = params
-        .iter()
-        .map(|p| {
-            store
-                .grad(p)
-                .unwrap()
-                .to_device(Device::Cpu)
-                .unwrap()
-                .to_vec::<f32>()
-                .unwrap()
-        })
-        .collect();
-    (value, grads)
-}
-
-fn close(what: &str, a: &[f32], b: &[f32], tol: f32) {
-    assert_eq!(a.len(), b.len(), "{what}");
-    for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs())),
-            "{what}[{i}]: {x} vs {y}"
-        );
-    }
-}
-
 #[test]
 fn scans_under_every_strategy_equal_the_steps_inlined() {
     for cell in [Cell::Gru, Cell::Lstm] {
@@ -251,7 +193,7 @@ fn scans_under_every_strategy_equal_the_steps_inlined() {
         let f = m.function(cell, 0.0);
         let seqs = sequences(&mut Lcg(11), 9, cell);
         let params = m.params();
-        let (want, want_grads) = run(&mut store, &params, None, |g| {
+        let (want, want_grads) = common::loss_and_grads(&mut store, &params, None, |g| {
             loss(g, &m, cell, None, &seqs)
         });
         for strategy in [
@@ -263,9 +205,10 @@ fn scans_under_every_strategy_equal_the_steps_inlined() {
             let mut exec = strategy.map(Executor::new);
             // Three rounds: Auto times both candidates before it chooses.
             for round in 0..3 {
-                let (got, grads) = run(&mut store, &params, exec.as_mut(), |g| {
-                    loss(g, &m, cell, Some(&f), &seqs)
-                });
+                let (got, grads) =
+                    common::loss_and_grads(&mut store, &params, exec.as_mut(), |g| {
+                        loss(g, &m, cell, Some(&f), &seqs)
+                    });
                 let what = format!("{:?} {strategy:?} round {round}", cell as u8);
                 close(&format!("{what} loss"), &[got], &[want], 1e-5);
                 for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
@@ -288,12 +231,12 @@ fn scans_all_shorter_than_their_padding_equal_the_steps_inlined() {
         q.len = 1 + k % (T - 2);
     }
     let params = m.params();
-    let (want, want_grads) = run(&mut store, &params, None, |g| {
+    let (want, want_grads) = common::loss_and_grads(&mut store, &params, None, |g| {
         loss(g, &m, Cell::Gru, None, &seqs)
     });
     for strategy in [None, Some(Strategy::Depth), Some(Strategy::Agenda)] {
         let mut exec = strategy.map(Executor::new);
-        let (got, grads) = run(&mut store, &params, exec.as_mut(), |g| {
+        let (got, grads) = common::loss_and_grads(&mut store, &params, exec.as_mut(), |g| {
             loss(g, &m, Cell::Gru, Some(&f), &seqs)
         });
         close(&format!("{strategy:?} loss"), &[got], &[want], 1e-5);
@@ -304,7 +247,7 @@ fn scans_all_shorter_than_their_padding_equal_the_steps_inlined() {
     if let Some(gpu) = common::gpu() {
         store.to_device(gpu).unwrap();
         let mut exec = Executor::on(Strategy::Agenda, gpu).unwrap();
-        let (got, _) = run(&mut store, &params, Some(&mut exec), |g| {
+        let (got, _) = common::loss_and_grads(&mut store, &params, Some(&mut exec), |g| {
             loss(g, &m, Cell::Gru, Some(&f), &seqs)
         });
         close("gpu loss", &[got], &[want], 1e-4);
@@ -318,7 +261,7 @@ fn scans_in_inference_mode_equal_the_steps_inlined() {
     let m = model(&mut store);
     let f = m.function(Cell::Gru, 0.0);
     let seqs = sequences(&mut Lcg(12), 7, Cell::Gru);
-    let (want, _) = run(&mut store, &m.params(), None, |g| {
+    let (want, _) = common::loss_and_grads(&mut store, &m.params(), None, |g| {
         loss(g, &m, Cell::Gru, None, &seqs)
     });
     for strategy in [Strategy::Depth, Strategy::Agenda] {
@@ -382,10 +325,10 @@ fn dropout_inside_a_scan_is_the_same_under_every_executor() {
         g.set_seed(99);
         loss(g, &m, Cell::Gru, Some(&f), &seqs)
     };
-    let (want, want_grads) = run(&mut store, &params, None, build);
+    let (want, want_grads) = common::loss_and_grads(&mut store, &params, None, build);
     for strategy in [Strategy::Depth, Strategy::Agenda] {
         let mut exec = Executor::new(strategy);
-        let (got, grads) = run(&mut store, &params, Some(&mut exec), build);
+        let (got, grads) = common::loss_and_grads(&mut store, &params, Some(&mut exec), build);
         close(&format!("{strategy:?} loss"), &[got], &[want], 1e-5);
         for (k, (a, b)) in grads.iter().zip(&want_grads).enumerate() {
             close(&format!("{strategy:?} gradient {k}"), a, b, 1e-5);
@@ -453,13 +396,13 @@ fn scans_on_the_gpu_equal_the_cpu() {
     let seqs = sequences(&mut Lcg(16), 9, Cell::Gru);
     let params = m.params();
     let f = m.function(Cell::Gru, 0.0);
-    let (want, want_grads) = run(&mut store, &params, None, |g| {
+    let (want, want_grads) = common::loss_and_grads(&mut store, &params, None, |g| {
         loss(g, &m, Cell::Gru, None, &seqs)
     });
     store.to_device(gpu).unwrap();
     for strategy in [Strategy::Depth, Strategy::Agenda] {
         let mut exec = Executor::on(strategy, gpu).unwrap();
-        let (got, grads) = run(&mut store, &params, Some(&mut exec), |g| {
+        let (got, grads) = common::loss_and_grads(&mut store, &params, Some(&mut exec), |g| {
             loss(g, &m, Cell::Gru, Some(&f), &seqs)
         });
         // The device's exp / tanh differ from the CPU's by a few ulp.

@@ -199,6 +199,50 @@ pub fn assert_close(a: &[f32], b: &[f32], what: &str) {
     }
 }
 
+/// Asserts two slices agree elementwise within a relative `tol` (the
+/// GPU's transcendental functions differ from the CPU's by a few ulp).
+pub fn assert_close_within(what: &str, a: &[f32], b: &[f32], tol: f32) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!(
+            (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs())),
+            "{what}[{i}]: {x} vs {y}"
+        );
+    }
+}
+
+/// The loss `build` gives and every gradient of `params` (on the host),
+/// run with `exec` (None: Sequential), gradients zeroed first.
+pub fn loss_and_grads(
+    store: &mut ParamStore,
+    params: &[Param],
+    exec: Option<&mut Executor>,
+    build: impl Fn(&mut Graph) -> sheaf_autodiff::Result<Expr>,
+) -> (f32, Vec<Vec<f32>>) {
+    store.zero_grads().unwrap();
+    let mut g = Graph::new();
+    let loss = build(&mut g).unwrap();
+    let value = match exec {
+        None => {
+            let ex = Sequential::new();
+            let v = ex.forward(&mut g, store, loss).unwrap();
+            ex.backward(&mut g, store, loss).unwrap();
+            v
+        }
+        Some(ex) => {
+            let v = ex.forward(&mut g, store, loss).unwrap();
+            ex.backward(&mut g, store, loss).unwrap();
+            v
+        }
+    };
+    let host = |t: &Tensor| t.to_device(Device::Cpu).unwrap();
+    let grads = params
+        .iter()
+        .map(|p| host(&store.grad(p).unwrap()).to_vec::<f32>().unwrap())
+        .collect();
+    (host(&value).item::<f32>().unwrap(), grads)
+}
+
 /// Asserts two snapshots agree: every node value and gradient, every
 /// parameter gradient. `g` (either graph) names the ops in messages.
 pub fn assert_same(got: &Snapshot, reference: &Snapshot, g: &Graph, what: &str) {
