@@ -335,7 +335,17 @@ impl Op for ScanOp {
                 _ => Ok(kept[self.at(step - 1) + t.keeps].clone()),
             }
         };
-        let dout_flat = positions(dout, steps)?;
+        // The output's gradient at every real position, packed like x: one
+        // gather for all positions.
+        let mut douts = pool::take(Shape::stack(order.total, t.out_shape)?, false, be.device())?;
+        let packed: Vec<u32> = (0..order.total as u32).collect();
+        be.copy_rows_at(
+            &positions(dout, steps)?,
+            &order.all_rows(steps),
+            flat_mut(douts.view_mut()?)?,
+            &packed,
+            false,
+        )?;
         let zeros = vec![0u32; b];
         let wants_x = cx.dargs.first().is_some_and(|d| d.is_some());
         // x's gradient, packed like x.
@@ -359,22 +369,13 @@ impl Op for ScanOp {
             debug_assert!(k + per <= kept.len());
             let next = &kept[k + t.keeps];
             let aux = (t.aux_len > 0).then(|| &kept[k + t.keeps + 1]);
-            let mut dnext = pool::take(Shape::stack(n, t.out_shape)?, false, be.device())?;
-            let sorted: Vec<u32> = (0..n as u32).collect();
-            let here: Vec<u32> = order.rows_at(step, steps).collect();
-            be.copy_rows_at(
-                &dout_flat,
-                &here,
-                flat_mut(dnext.view_mut()?)?,
-                &sorted,
-                false,
-            )?;
             if let Some(c) = carry.take() {
                 let m = c.shape().rows();
-                let (head, _) = dnext.view_mut()?.into_split_rows(m)?;
-                be.axpy(1.0, &c, head)?;
+                let part = douts.view_mut()?.into_split_rows(at)?.1;
+                be.axpy(1.0, &c, part.into_split_rows(m)?.0)?;
                 pool::give(c);
             }
+            let dnext = rows(&douts, at, n)?;
             let state = state_at(step)?;
             let mut call_args = vec![rows(xs, at, n)?, rows(&state, 0, n)?];
             call_args.extend(args[2..].iter().cloned());
@@ -429,7 +430,7 @@ impl Op for ScanOp {
             for (a, rows) in touched {
                 cx.touch_rows(a, &rows);
             }
-            pool::give(dnext);
+            drop(dnext);
             if step == 0 {
                 pool::give(state);
             }
@@ -527,8 +528,8 @@ impl Op for ScanOp {
         }
         hoisted_grads.into_iter().flatten().for_each(pool::give);
         // x's gradient back to each sequence's rows.
+        pool::give(douts);
         if let (Some(dx), Some(Some(d))) = (dxs, cx.dargs.first_mut()) {
-            let packed: Vec<u32> = (0..order.total as u32).collect();
             be.copy_rows_at(
                 &flat(&dx)?,
                 &packed,
