@@ -200,6 +200,8 @@ impl CallOp {
         let last = t.steps.len() - 1;
         let mut seeds = vec![0u64; b];
         let mut data = vec![0u32; b];
+        // One argument list for every step, emptied after each.
+        let mut args: Vec<Tensor> = Vec::new();
         for (j, s) in t.steps.iter().enumerate() {
             if let Some(Some(v)) = pre.get(j) {
                 if j != last {
@@ -208,12 +210,9 @@ impl CallOp {
                 values[j] = Some(v.clone());
                 continue;
             }
-            let args = s
-                .args
-                .iter()
-                .zip(&s.roles)
-                .map(|(&src, &role)| self.arg(be, call_args, &values, src, role, b))
-                .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+            for (&src, &role) in s.args.iter().zip(&s.roles) {
+                args.push(self.arg(be, call_args, &values, src, role, b)?);
+            }
             for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
             }
@@ -272,7 +271,7 @@ impl CallOp {
                 keep.push(v.clone());
                 values[j] = Some(v);
             }
-            args.into_iter().for_each(pool::give);
+            args.drain(..).for_each(pool::give);
         }
         debug_assert_eq!(keep.len() - start, t.keeps);
         Ok(())
@@ -311,6 +310,11 @@ impl CallOp {
         let mut grads: Vec<Option<Tensor>> = vec![None; t.steps.len()];
         let mut seeds = vec![0u64; b];
         let mut data = vec![0u32; b];
+        // Per-step lists, emptied after each step.
+        let mut args: Vec<Tensor> = Vec::new();
+        let mut held: Vec<Option<Tensor>> = Vec::new();
+        let mut direct: Vec<bool> = Vec::new();
+        let mut seen: Vec<Src> = Vec::new();
         for j in (0..=last).rev() {
             let s = &t.steps[j];
             let dstep = match j == last {
@@ -326,12 +330,9 @@ impl CallOp {
                 pool::give(dstep);
                 continue;
             }
-            let args = s
-                .args
-                .iter()
-                .zip(&s.roles)
-                .map(|(&src, &role)| self.arg(be, call_args, &values, src, role, b))
-                .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+            for (&src, &role) in s.args.iter().zip(&s.roles) {
+                args.push(self.arg(be, call_args, &values, src, role, b)?);
+            }
             let inner_aux = match (s.aux, aux) {
                 (Some((r, shape)), Some(a)) => Some(region_view(a, t.regions[r], b, shape)?),
                 _ => None,
@@ -347,9 +348,10 @@ impl CallOp {
             // Where each argument's gradient goes. A target used twice by
             // this op (or a parameter read per call) gets a buffer of its
             // own, added to the target afterwards.
-            let mut held: Vec<Option<Tensor>> = vec![None; s.args.len()];
-            let mut direct: Vec<bool> = vec![false; s.args.len()];
-            let mut seen: Vec<Src> = Vec::new();
+            held.resize(s.args.len(), None);
+            direct.clear();
+            direct.resize(s.args.len(), false);
+            seen.clear();
             // Fresh gradient buffers the op writes whole (its
             // `backward_writes`) are handed out unzeroed, their bits set.
             let mut write = 0u64;
@@ -431,7 +433,7 @@ impl CallOp {
             }
             // Hand the held buffers on: a step's gradient back to its slot,
             // a repeated or broadcast one added to its target.
-            for (k, h) in held.into_iter().enumerate() {
+            for (k, h) in held.drain(..).enumerate() {
                 let Some(h) = h else { continue };
                 let src = s.args[k];
                 match src {
@@ -460,7 +462,7 @@ impl CallOp {
                 }
                 pool::give(h);
             }
-            args.into_iter().for_each(pool::give);
+            args.drain(..).for_each(pool::give);
             pool::give(dstep);
         }
         grads.into_iter().flatten().for_each(pool::give);

@@ -238,6 +238,8 @@ impl Op for ScanOp {
         let init = sorted_init(be, &args[1], &order, t.out_shape)?;
         let mut states: Vec<Tensor> = Vec::with_capacity(steps);
         let zeros = vec![0u32; b];
+        // Lists every position refills.
+        let (mut pre, mut call_args, mut step_seeds) = (Vec::new(), Vec::new(), Vec::new());
         for step in 0..steps {
             let (n, at) = (order.running[step], order.offsets[step]);
             if n == 0 {
@@ -248,13 +250,15 @@ impl Op for ScanOp {
                 }
                 continue;
             }
-            let pre = hoisted
-                .iter()
-                .map(|v| v.as_ref().map(|v| rows(v, at, n)).transpose())
-                .collect::<sheaf_tensor::Result<Vec<_>>>()?;
+            pre.clear();
+            for v in &hoisted {
+                pre.push(v.as_ref().map(|v| rows(v, at, n)).transpose()?);
+            }
             let state = states.last().unwrap_or(&init);
-            let mut call_args = vec![rows(&xs, at, n)?, rows(state, 0, n)?];
+            call_args.clear();
+            call_args.extend([rows(&xs, at, n)?, rows(state, 0, n)?]);
             call_args.extend(args[2..].iter().cloned());
+            order.seeds_at(seeds, step, &mut step_seeds);
             let mut next = keep.buffer(Shape::stack(n, t.out_shape)?)?;
             let mut aux = match t.aux_len {
                 0 => None,
@@ -266,7 +270,7 @@ impl Op for ScanOp {
                     args: &call_args,
                     data: &zeros[..n],
                     attr: 0,
-                    seeds: &order.seeds_at(seeds, step),
+                    seeds: &step_seeds,
                     train,
                     out: next.view_mut()?,
                     aux: match &mut aux {
@@ -322,11 +326,15 @@ impl Op for ScanOp {
         for (k, j) in self.hoisted().enumerate() {
             hoisted[j] = Some(kept[1 + k].clone());
         }
-        // The gradients reaching the hoisted steps, over every position.
+        // The gradients reaching the hoisted steps, over every position:
+        // each position's rows written once (unzeroed buffers; the rows of
+        // positions no gradient reached are zeroed after the loop).
         let mut hoisted_grads: Vec<Option<Tensor>> = vec![None; t.steps.len()];
+        let mut written: Vec<Vec<bool>> = vec![Vec::new(); t.steps.len()];
         for j in self.hoisted() {
             let shape = Shape::stack(order.total, t.steps[j].shape)?;
-            hoisted_grads[j] = Some(pool::take(shape, true, be.device())?);
+            hoisted_grads[j] = Some(pool::take(shape, false, be.device())?);
+            written[j] = vec![false; steps];
         }
         let per = self.per_step();
         let state_at = |step: usize| -> sheaf_tensor::Result<Tensor> {
@@ -360,6 +368,7 @@ impl Op for ScanOp {
         let x_per_step = wants_x && self.reads_x_per_step();
         // The gradient reaching the state after `step` from later steps.
         let mut carry: Option<Tensor> = None;
+        let (mut call_args, mut step_seeds) = (Vec::new(), Vec::new());
         for step in (0..steps).rev() {
             let (n, at) = (order.running[step], order.offsets[step]);
             if n == 0 {
@@ -377,7 +386,8 @@ impl Op for ScanOp {
             }
             let dnext = rows(&douts, at, n)?;
             let state = state_at(step)?;
-            let mut call_args = vec![rows(xs, at, n)?, rows(&state, 0, n)?];
+            call_args.clear();
+            call_args.extend([rows(xs, at, n)?, rows(&state, 0, n)?]);
             call_args.extend(args[2..].iter().cloned());
             let wants_state = step > 0 || cx.dargs.get(1).is_some_and(|d| d.is_some());
             let mut dstate = match wants_state {
@@ -403,7 +413,7 @@ impl Op for ScanOp {
                 for d in cx.dargs[2..].iter_mut() {
                     dargs.push(d.as_mut().map(|d| d.reborrow()));
                 }
-                let step_seeds = order.seeds_at(seeds, step);
+                order.seeds_at(seeds, step, &mut step_seeds);
                 let mut inner = Backward::new(
                     be,
                     &call_args,
@@ -416,14 +426,18 @@ impl Op for ScanOp {
                     dargs,
                 )
                 .with_kept(&kept[k..k + t.keeps]);
-                let grads = &mut hoisted_grads;
+                let (grads, written) = (&mut hoisted_grads, &mut written);
                 self.call
                     .run_backward(&mut inner, &self.hoisted, &mut |j, g| {
                         let Some(dst) = grads[j].as_mut() else {
                             return Ok(());
                         };
                         let part = dst.view_mut()?.into_split_rows(at)?.1.into_split_rows(n)?.0;
-                        be.axpy(1.0, g, part)
+                        // F's backward hands each step's gradient over once.
+                        match std::mem::replace(&mut written[j][step], true) {
+                            false => be.scale(1.0, g, part),
+                            true => be.axpy(1.0, g, part),
+                        }
                     })?;
                 inner.touched_rows().to_vec()
             };
@@ -447,6 +461,18 @@ impl Op for ScanOp {
                 true,
             )?;
             pool::give(c);
+        }
+        for (j, done) in written.iter().enumerate() {
+            let Some(dst) = hoisted_grads[j].as_mut() else {
+                continue;
+            };
+            for (step, _) in done.iter().enumerate().filter(|(_, &w)| !w) {
+                let (n, at) = (order.running[step], order.offsets[step]);
+                if n > 0 {
+                    let part = dst.view_mut()?.into_split_rows(at)?.1.into_split_rows(n)?.0;
+                    be.fill(0.0, part)?;
+                }
+            }
         }
         // The hoisted steps' backward, once over every position, last first.
         let hoisted_order: Vec<usize> = self.hoisted().collect();

@@ -54,19 +54,26 @@ impl Order {
         v
     }
 
-    /// Per-position seeds of the sequences running at `t`.
-    pub(super) fn seeds_at(&self, seeds: &[u64], t: usize) -> Vec<u64> {
-        self.perm[..self.running[t]]
-            .iter()
-            .map(|&i| step_seed(seeds[i as usize], t))
-            .collect()
+    /// Per-position seeds of the sequences running at `t`, into `out`
+    /// (emptied first: one list serves every position).
+    pub(super) fn seeds_at(&self, seeds: &[u64], t: usize, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(
+            self.perm[..self.running[t]]
+                .iter()
+                .map(|&i| step_seed(seeds[i as usize], t)),
+        );
     }
 
     /// Seeds of step `j` of F for every real position, packed.
     pub(super) fn hoisted_seeds(&self, seeds: &[u64], steps: usize, j: usize) -> Vec<u64> {
         let mut v = Vec::with_capacity(self.total);
         for t in 0..steps {
-            v.extend(self.seeds_at(seeds, t).into_iter().map(|s| step_seed(s, j)));
+            v.extend(
+                self.perm[..self.running[t]]
+                    .iter()
+                    .map(|&i| step_seed(step_seed(seeds[i as usize], t), j)),
+            );
         }
         v
     }
