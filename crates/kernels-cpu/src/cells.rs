@@ -231,8 +231,9 @@ pub(crate) fn gru_fwd_rows(
     }
 }
 
-/// No activation to evaluate: one build for every ISA.
-fn gru_bwd_rows(
+#[inline(always)]
+pub(crate) fn gru_bwd_rows(
+    _k: &CpuKernels,
     hd: usize,
     [act, hu, h_prev, dh]: [Rows<'_>; 4],
     [dxw, dhu, dh_prev]: [RowsMut<'_>; 3],
@@ -547,7 +548,7 @@ impl CpuKernels {
             dense_mut("dh_prev", dh_prev, 1),
         ];
         run_cell("gru_bwd", BWD, hidden, ins, outs, |[hp, a, u, dh], o| {
-            gru_bwd_rows(hidden, [a, u, hp, dh], o)
+            dispatch!(self, gru_bwd_rows, hidden, [a, u, hp, dh], o)
         })
     }
 

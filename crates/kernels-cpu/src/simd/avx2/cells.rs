@@ -30,6 +30,7 @@ avx2_build! {
     lstm_fwd_rows(2, 3);
     lstm_bwd_rows(5, 2);
     gru_fwd_rows(3, 2);
+    gru_bwd_rows(4, 3);
     leaf_fwd_rows(1, 3);
     leaf_bwd_rows(4, 1);
     node_fwd_rows(3, 3);
