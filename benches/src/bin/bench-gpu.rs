@@ -161,6 +161,7 @@ fn w1(
             let mut g = Graph::new();
             let mut exec = Executor::on(strategy, device).map_err(|e| e.to_string())?;
             let (mut build, mut plan, mut launches, mut steps) = (0.0, 0.0, 0u64, 0usize);
+            let mut last_kernels = String::new();
             let mut start = Instant::now();
             let (mut done, mut flops) = (0usize, 0.0);
             for (i, (chunk, cids)) in trees.chunks(batch).zip(ids.chunks(batch)).enumerate() {
@@ -171,7 +172,7 @@ fn w1(
                 if i * batch >= warm + timed {
                     break;
                 }
-                let l0 = k.launches();
+                let (l0, names0) = (k.launches(), k.launches_by_name());
                 // Graph building alone, timed on a throwaway graph of the
                 // same trees (train_step builds its own).
                 let tb = Instant::now();
@@ -194,6 +195,7 @@ fn w1(
                     build += built;
                     plan += exec.stats().planning.as_secs_f64();
                     launches += k.launches() - l0;
+                    last_kernels = launch_diff(&names0, &k.launches_by_name());
                     steps += 1;
                     done += chunk.len();
                     flops += chunk.iter().map(train_flops).sum::<f64>();
@@ -215,6 +217,7 @@ fn w1(
                 launches / steps.max(1) as u64,
                 top_launches(&exec)
             );
+            println!("{:>9} kernels of the last step: {last_kernels}", "");
             let gflops = flops / secs / 1e9;
             report.add(
                 "W1",
@@ -241,6 +244,24 @@ fn w1(
         }
     }
     Ok(())
+}
+
+/// The launches between two [`CudaKernels::launches_by_name`] snapshots,
+/// most first, as `kernel n, kernel n, ...`.
+fn launch_diff(before: &[(&'static str, u64)], after: &[(&'static str, u64)]) -> String {
+    let mut d: Vec<(&str, u64)> = after
+        .iter()
+        .map(|&(name, n)| {
+            let was = before.iter().find(|(b, _)| *b == name).map_or(0, |b| b.1);
+            (name, n - was)
+        })
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    d.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    d.iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The ops with the most launches in the executor's last step, as
@@ -335,7 +356,7 @@ fn w3_infer(
                 let (warm, timed) = trees.split_at(batch);
                 w3::infer_graph_with(&mut g, Some(&mut exec), &store, &m, vf, warm)?;
                 k.check().map_err(|e| e.to_string())?;
-                let l0 = k.launches();
+                let (l0, names0) = (k.launches(), k.launches_by_name());
                 let t = Instant::now();
                 for chunk in timed.chunks(batch) {
                     w3::infer_graph_with(&mut g, Some(&mut exec), &store, &m, vf, chunk)?;
@@ -349,6 +370,14 @@ fn w3_infer(
                     "{form:>10} {hidden:>6} {batch:>6} {ms:>10.3} {calls:>9}   {}",
                     top_launches(&exec)
                 );
+                if vf.is_some() && (batch == 1 || batch == 256) && hidden == 256 {
+                    let runs = timed.len().div_ceil(batch);
+                    println!(
+                        "{:>10} kernels of {runs} batches: {}",
+                        "",
+                        launch_diff(&names0, &k.launches_by_name())
+                    );
+                }
                 report.add(
                     "W3",
                     "agenda",

@@ -1,4 +1,4 @@
-//! Host buffers of earlier batches, per thread, for the next ones: a
+//! Buffers of earlier batches, per thread, for the next ones: a
 //! vertex call's intermediates and gradients, and ops' backward scratch,
 //! are dropped when the batch's call returns, and fresh allocations of
 //! that size cost page faults on every batch (the fused affine's
@@ -15,40 +15,43 @@ thread_local! {
     static FREE: RefCell<Vec<Tensor>> = const { RefCell::new(Vec::new()) };
 }
 
-/// A host buffer of `shape` from the pool (zero-filled when `zero`),
-/// or a fresh one; device buffers are always fresh.
+/// A buffer of `shape` on `device` from the pool (zero-filled when
+/// `zero`), or a fresh one. Device buffers are pooled too: on a GPU a
+/// fresh buffer costs an allocation and a fill on the stream, a pooled
+/// one nothing (or one fill), and the one stream orders its reuse after
+/// every kernel that used it before.
 pub(crate) fn take(shape: Shape, zero: bool, device: Device) -> sheaf_tensor::Result<Tensor> {
-    if device == Device::Cpu {
-        let n = shape.numel()?;
-        let found = FREE.with(|f| {
-            let mut f = f.borrow_mut();
-            // The smallest that fits, so that a small request does not
-            // take the buffer a large one needs (which would then
-            // allocate, with fresh pages, every batch).
-            let i = (0..f.len())
-                .filter(|&i| f[i].capacity() >= n)
-                .min_by_key(|&i| f[i].capacity())?;
-            Some(f.swap_remove(i))
-        });
-        if let Some(t) = found {
-            let t = match zero {
-                true => t.recycle(shape, DType::F32),
-                false => t.reuse(shape, DType::F32),
-            };
-            if let Ok(t) = t {
-                return poisoned(t, zero);
+    let n = shape.numel()?;
+    let found = FREE.with(|f| {
+        let mut f = f.borrow_mut();
+        // The smallest that fits, so that a small request does not
+        // take the buffer a large one needs (which would then
+        // allocate, with fresh pages, every batch).
+        let i = (0..f.len())
+            .filter(|&i| f[i].device() == device && f[i].capacity() >= n)
+            .min_by_key(|&i| f[i].capacity())?;
+        Some(f.swap_remove(i))
+    });
+    if let Some(t) = found {
+        let t = match (zero, device) {
+            (true, Device::Cpu) => t.recycle(shape, DType::F32),
+            _ => t.reuse(shape, DType::F32),
+        };
+        if let Ok(mut t) = t {
+            if zero && device != Device::Cpu {
+                device.backend()?.fill(0.0, t.view_mut()?)?;
             }
+            return poisoned(t, zero);
         }
-        // Rounded up (to 1/8 of the next power of two) so that the next
-        // batch, a little larger, still finds this buffer.
-        let class = n.max(16).div_ceil((n.next_power_of_two() / 8).max(16))
-            * (n.next_power_of_two() / 8).max(16);
-        let fresh = Tensor::zeros([class], DType::F32, device)?
-            .reuse(shape, DType::F32)
-            .map_err(|_| sheaf_tensor::TensorError::SizeOverflow { shape })?;
-        return poisoned(fresh, zero);
     }
-    Tensor::zeros(shape, DType::F32, device)
+    // Rounded up (to 1/8 of the next power of two) so that the next
+    // batch, a little larger, still finds this buffer.
+    let class = n.max(16).div_ceil((n.next_power_of_two() / 8).max(16))
+        * (n.next_power_of_two() / 8).max(16);
+    let fresh = Tensor::zeros([class], DType::F32, device)?
+        .reuse(shape, DType::F32)
+        .map_err(|_| sheaf_tensor::TensorError::SizeOverflow { shape })?;
+    poisoned(fresh, zero)
 }
 
 /// Debug builds (the tests) fill buffers handed out unzeroed with NaN,
@@ -64,7 +67,7 @@ fn poisoned(mut t: Tensor, zero: bool) -> sheaf_tensor::Result<Tensor> {
 
 /// Keeps `t` for a later [`take`] if no one else holds its buffer.
 pub(crate) fn give(t: Tensor) {
-    if t.device() == Device::Cpu && t.is_unique() {
+    if t.is_unique() {
         FREE.with(|f| {
             let mut f = f.borrow_mut();
             if f.len() < KEEP {

@@ -64,6 +64,34 @@ impl CudaKernels {
         ins: &[CudaView<'_, f32>],
         outs: &mut [CudaViewMut<'_, f32>],
     ) -> Result<()> {
+        self.launch_cell(entry, hidden, false, ins, outs)
+    }
+
+    /// [`CudaKernels::cell`] on halves of cell states `[b, 2H]` (rows
+    /// `[c | h]`): every one-block argument but `mask` is read and written
+    /// at row pitch 2H, a `c` half as a view of the states from their
+    /// start, an `h` half as one from element H on; an EMPTY `h` output
+    /// makes the kernel write `h` into the rows of the `c` output (one
+    /// states buffer for both). No halves are copied out and back. `b` is
+    /// read from the first argument of several blocks.
+    pub fn cell_on_states(
+        &self,
+        entry: &str,
+        hidden: usize,
+        ins: &[CudaView<'_, f32>],
+        outs: &mut [CudaViewMut<'_, f32>],
+    ) -> Result<()> {
+        self.launch_cell(entry, hidden, true, ins, outs)
+    }
+
+    fn launch_cell(
+        &self,
+        entry: &str,
+        hidden: usize,
+        states: bool,
+        ins: &[CudaView<'_, f32>],
+        outs: &mut [CudaViewMut<'_, f32>],
+    ) -> Result<()> {
         let Some(sig) = SIGNATURES.iter().find(|s| s.entry == entry) else {
             return Err(CudaError::Invalid {
                 kernel: "cell",
@@ -83,31 +111,68 @@ impl CudaKernels {
             let ins = sig.ins.iter().zip(ins.iter().map(|v| v.len()));
             ins.chain(sig.outs.iter().zip(outs.iter().map(|v| v.len())))
         };
-        let (&(arg0, _), len0) = lens()
-            .find(|(&(_, k), _)| k == 1)
-            .expect("a state argument");
-        if !len0.is_multiple_of(hidden) {
+        // Halves of states: one-block arguments but the mask.
+        let pitched = |arg: &str, k: usize| states && k == 1 && arg != "mask";
+        let (&(arg0, k0), len0) = lens()
+            .find(|&(&(arg, k), _)| !pitched(arg, k) && (k == 1 || states))
+            .expect("an argument of known width");
+        if !len0.is_multiple_of(k0 * hidden) {
             return invalid(format!(
-                "`{arg0}` has length {len0}, not a multiple of 1 x hidden = {hidden}"
+                "`{arg0}` has length {len0}, not a multiple of {k0} x hidden = {}",
+                k0 * hidden
             ));
         }
-        let b = len0 / hidden;
+        let b = len0 / (k0 * hidden);
+        // The `h` output written into `c`'s rows.
+        let h_in_c = states
+            && outs
+                .iter()
+                .zip(sig.outs)
+                .any(|(v, a)| a.0 == "h" && v.is_empty());
         for (&(arg, k), got) in lens() {
-            CudaError::check_len(kernel, arg, got, b * k * hidden)?;
+            match pitched(arg, k) {
+                false => CudaError::check_len(kernel, arg, got, b * k * hidden)?,
+                // Row r's H values start at r 2H: a view of at least
+                // (b - 1) 2H + H elements (2H more for a `c` holding `h`).
+                true if arg == "h" && got == 0 && h_in_c => {}
+                true => {
+                    let need = match (b, arg == "c" && h_in_c) {
+                        (0, _) => 0,
+                        (_, true) => b * 2 * hidden,
+                        (_, false) => (b - 1) * 2 * hidden + hidden,
+                    };
+                    if got < need {
+                        return invalid(format!(
+                            "`{arg}` (a half of [{b}, {}] states) has {got} elements, not at least {need}",
+                            2 * hidden
+                        ));
+                    }
+                }
+            }
         }
         if b == 0 {
             return Ok(());
         }
+        let sp = if states { 2 * hidden } else { hidden } as u64;
         let (b, hd, cfg) = (b as u64, hidden as u64, self.elementwise_config(b * hidden));
+        let null = 0u64;
         let mut launch = self.stream().launch_builder(self.function(kernel)?);
         ins.iter().for_each(|v| _ = launch.arg(v));
-        outs.iter_mut().for_each(|v| _ = launch.arg(v));
-        launch.arg(&b).arg(&hd);
-        self.count_launch();
+        for (v, a) in outs.iter_mut().zip(sig.outs) {
+            match h_in_c && a.0 == "h" {
+                // The kernel takes a null `h` as "into c's rows".
+                true => _ = launch.arg(&null),
+                false => _ = launch.arg(v),
+            }
+        }
+        launch.arg(&b).arg(&hd).arg(&sp);
+        self.count_launch(kernel);
         // SAFETY: `SIGNATURES` lists the kernel's parameters in
-        // kernels/cells.cu in order (device f32 pointers, then b and H as
-        // u64), and every slice was checked above to hold exactly the
-        // `b k H` elements the kernel indexes for its width k.
+        // kernels/cells.cu in order (device f32 pointers, then b, H and
+        // the row pitch as u64), and every slice was checked above to
+        // hold the elements the kernel indexes: `b k H` for a block of
+        // width k, (b - 1) sp + H for a half at pitch sp, b sp for a `c`
+        // that also takes `h` (null `h`: written at c + H).
         unsafe { launch.launch(cfg) }
             .map(|_| ())
             .map_err(CudaError::driver(kernel))

@@ -36,6 +36,8 @@ pub struct CudaKernels {
     err: Mutex<CudaSlice<u32>>,
     sms: u32,
     launches: AtomicU64,
+    /// Launches per kernel (or copy) name, for profiles of a step.
+    launches_by_name: Mutex<HashMap<&'static str, u64>>,
     deterministic: AtomicBool,
     pub(crate) user: crate::user::UserKernels,
     staging: Mutex<Staging>,
@@ -158,6 +160,7 @@ impl CudaKernels {
             err: Mutex::new(err),
             sms: u32::try_from(sms).unwrap_or(1).max(1),
             launches: AtomicU64::new(0),
+            launches_by_name: Mutex::new(HashMap::new()),
             deterministic: AtomicBool::new(false),
             user: crate::user::UserKernels::default(),
             staging: Mutex::new(Staging::default()),
@@ -212,8 +215,26 @@ impl CudaKernels {
         self.ctx.bind_to_thread().map_err(CudaError::driver(kernel))
     }
 
-    pub(crate) fn count_launch(&self) {
+    pub(crate) fn count_launch(&self, name: &'static str) {
         self.launches.fetch_add(1, Ordering::Relaxed);
+        let mut by_name = self
+            .launches_by_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *by_name.entry(name).or_insert(0) += 1;
+    }
+
+    /// Launches per kernel name since creation (copies as `upload`,
+    /// `download`, `copy`, allocations as `alloc_zeros`, cuBLAS as
+    /// `sgemm`): take differences around a step to see what it launches.
+    pub fn launches_by_name(&self) -> Vec<(&'static str, u64)> {
+        let by_name = self
+            .launches_by_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<_> = by_name.iter().map(|(&k, &n)| (k, n)).collect();
+        v.sort_unstable();
+        v
     }
 
     /// The loaded kernel `name` (a name from the committed PTX).
@@ -257,7 +278,7 @@ impl CudaKernels {
         if len == 0 {
             return self.alloc_empty();
         }
-        self.count_launch();
+        self.count_launch("alloc_zeros");
         self.stream
             .alloc_zeros::<T>(len)
             .map_err(|e| self.alloc_error(e, bytes))
@@ -268,7 +289,7 @@ impl CudaKernels {
     /// without writing the pointer; the slice would then free whatever the
     /// pointer held when dropped.
     fn alloc_empty<T>(&self) -> Result<CudaSlice<T>> {
-        self.count_launch();
+        self.count_launch("alloc_zeros");
         let word = self
             .stream
             .alloc_zeros::<u32>(1)
@@ -304,7 +325,7 @@ impl CudaKernels {
         }
         // Allocated uninitialised and copied into: zeroing first would be
         // a second device operation for every index list sent.
-        self.count_launch();
+        self.count_launch("upload");
         let bytes = std::mem::size_of_val(data);
         self.stream
             .clone_htod(data)
@@ -354,7 +375,7 @@ impl CudaKernels {
         // one stream).
         let mut dst = unsafe { self.stream.alloc::<f32>(class) }
             .map_err(|e| self.alloc_error(e, class * 4))?;
-        self.count_launch();
+        self.count_launch("upload");
         self.stream
             .memcpy_htod(&*buf, &mut dst)
             .map_err(CudaError::driver(K))?;
@@ -371,7 +392,7 @@ impl CudaKernels {
     pub fn download<T: DeviceRepr>(&self, src: &CudaView<'_, T>, dst: &mut [T]) -> Result<()> {
         CudaError::check_len("download", "dst", dst.len(), src.len())?;
         if !dst.is_empty() {
-            self.count_launch();
+            self.count_launch("download");
             self.stream
                 .memcpy_dtoh(src, dst)
                 .map_err(CudaError::driver("download"))?;
@@ -389,7 +410,7 @@ impl CudaKernels {
         if src.is_empty() {
             return Ok(());
         }
-        self.count_launch();
+        self.count_launch("copy");
         self.stream
             .memcpy_dtod(src, dst)
             .map_err(CudaError::driver("copy"))

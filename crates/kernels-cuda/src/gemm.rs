@@ -96,7 +96,7 @@ impl CudaKernels {
             return Ok(());
         }
         self.bind(K)?;
-        self.count_launch();
+        self.count_launch(K);
         // SAFETY: `gemm_config` checked that a, b and c hold every element
         // the product addresses with these sizes and leading dimensions.
         unsafe { self.blas.gemm(cfg, b.data, a.data, c) }
@@ -145,7 +145,7 @@ impl CudaKernels {
             stride_c: stride_c as i64,
         };
         self.bind(K)?;
-        self.count_launch();
+        self.count_launch(K);
         // SAFETY: the last of the `batch` products (the farthest from each
         // base) was checked to lie inside a, b and c, so every product does.
         unsafe { self.blas.gemm_strided_batched(cfg, b.data, a.data, c) }

@@ -83,7 +83,7 @@ impl CudaKernels {
     /// the arguments with `arg` and call `launch` (unsafe: the user's
     /// signature is not known to sheaf). Counted as one launch.
     pub fn user_launch<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
-        self.count_launch();
+        self.count_launch("user kernel");
         self.stream().launch_builder(f)
     }
 

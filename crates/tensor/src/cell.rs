@@ -76,8 +76,8 @@ pub struct Kernel {
     /// The name errors carry, e.g. `"lstm_fwd"`.
     pub op: &'static str,
     pub cpu: CpuKernel,
-    /// The CUDA entry (`kernels/cells.cu`); empty for a states form, which
-    /// the CUDA backend builds from the `[b, H]` form.
+    /// The CUDA entry (`kernels/cells.cu`): a states form's is its
+    /// `[b, H]` form's, run on the halves of the states in place.
     pub cuda: &'static str,
 }
 
@@ -192,11 +192,11 @@ pub static LSTM: CellDesc = CellDesc {
             cpu!(|k, h, _, [a, cp, c, dc, dh], [dg, dcp]| k.lstm_bwd(a, cp, c, dc, dh, h, dg, dcp))),
         None),
     fwd_states: Some(form(&[blocks("gates", 4), child("prev")], &[ACT, STATES],
-        kernel("lstm_fwd", "", cpu!(|k, h, _, [g, p], [a, s]| k.lstm_fwd_states(g, p, h, a, s))),
+        kernel("lstm_fwd", "lstm_fwd", cpu!(|k, h, _, [g, p], [a, s]| k.lstm_fwd_states(g, p, h, a, s))),
         None)),
     bwd_states: Some(form(&[ACT, child("prev"), STATES, DSTATES],
         &[blocks("dgates", 4), child("dprev")],
-        kernel("lstm_bwd", "",
+        kernel("lstm_bwd", "lstm_bwd",
             cpu!(|k, h, w, [a, p, s, ds], [dg, dp]| k.lstm_bwd_states(a, p, s, ds, h, dg, dp, w))),
         None)),
 };
@@ -239,14 +239,14 @@ pub static TREE_LSTM_LEAF: CellDesc = CellDesc {
         Some(kernel("tree_lstm_leaf_rd_bwd", "tree_lstm_leaf_rd_bwd",
             cpu!(|k, h, _, [a, c, dc, dh], [dg]| k.tree_lstm_leaf_rd_bwd(a, c, dc, dh, h, dg))))),
     fwd_states: Some(form(&[blocks("gates", 3), MASK], &[ACT, STATES],
-        kernel("tree_lstm_leaf_fwd", "",
+        kernel("tree_lstm_leaf_fwd", "tree_lstm_leaf_fwd",
             cpu!(|k, h, _, [g], [a, s]| k.tree_lstm_leaf_fwd_states(g, h, a, s))),
-        Some(kernel("tree_lstm_leaf_rd_fwd", "",
+        Some(kernel("tree_lstm_leaf_rd_fwd", "tree_lstm_leaf_rd_fwd",
             cpu!(|k, h, _, [g, m], [a, s]| k.tree_lstm_leaf_rd_fwd_states(g, m, h, a, s)))))),
     bwd_states: Some(form(&[ACT, STATES, DSTATES], &[blocks("dgates", 3)],
-        kernel("tree_lstm_leaf_bwd", "",
+        kernel("tree_lstm_leaf_bwd", "tree_lstm_leaf_bwd",
             cpu!(|k, h, w, [a, s, ds], [dg]| k.tree_lstm_leaf_bwd_states(a, s, ds, h, dg, w))),
-        Some(kernel("tree_lstm_leaf_rd_bwd", "",
+        Some(kernel("tree_lstm_leaf_rd_bwd", "tree_lstm_leaf_rd_bwd",
             cpu!(|k, h, w, [a, s, ds], [dg]| k.tree_lstm_leaf_rd_bwd_states(a, s, ds, h, dg, w)))))),
 };
 
@@ -272,16 +272,16 @@ pub static TREE_LSTM_NODE: CellDesc = CellDesc {
             cpu!(|k, h, _, [a, l, r, c, dc, dh], [dg, dl, dr]| k
                 .tree_lstm_node_rd_bwd(a, l, r, c, dc, dh, h, dg, dl, dr))))),
     fwd_states: Some(form(&[blocks("gates", 5), MASK, child("left"), child("right")], &[ACT, STATES],
-        kernel("tree_lstm_node_fwd", "",
+        kernel("tree_lstm_node_fwd", "tree_lstm_node_fwd",
             cpu!(|k, h, _, [g, l, r], [a, s]| k.tree_lstm_node_fwd_states(g, l, r, h, a, s))),
-        Some(kernel("tree_lstm_node_rd_fwd", "",
+        Some(kernel("tree_lstm_node_rd_fwd", "tree_lstm_node_rd_fwd",
             cpu!(|k, h, _, [g, m, l, r], [a, s]| k.tree_lstm_node_rd_fwd_states(g, m, l, r, h, a, s)))))),
     bwd_states: Some(form(&[ACT, child("left"), child("right"), STATES, DSTATES],
         &[blocks("dgates", 5), child("dleft"), child("dright")],
-        kernel("tree_lstm_node_bwd", "",
+        kernel("tree_lstm_node_bwd", "tree_lstm_node_bwd",
             cpu!(|k, h, w, [a, l, r, s, ds], [dg, dl, dr]| k
                 .tree_lstm_node_bwd_states(a, l, r, s, ds, h, dg, dl, dr, w))),
-        Some(kernel("tree_lstm_node_rd_bwd", "",
+        Some(kernel("tree_lstm_node_rd_bwd", "tree_lstm_node_rd_bwd",
             cpu!(|k, h, w, [a, l, r, s, ds], [dg, dl, dr]| k
                 .tree_lstm_node_rd_bwd_states(a, l, r, s, ds, h, dg, dl, dr, w)))))),
 };

@@ -3,14 +3,13 @@
 //! batches of cell STATES (`StateCellOps`, rows `[c | h]` of `[b, 2H]`)
 //! and `RowOps::copy_rows_at`.
 //!
-//! The CPU backend overrides both families (its kernels read and write
-//! rows at a pitch, and copy rows in one pass); the CUDA backend runs the
-//! trait's defaults, built on the `[b, H]` cells, `copy_cols`, `copy_rows`,
-//! `gather_rows` and `scatter_add_rows`. So these tests compare the two
-//! paths as well as the two devices: batches of one (where the defaults
-//! take views instead of copies) and larger, backward passes into nonzero
-//! gradients (they accumulate) and with state gradients left out (`None`),
-//! row copies into a row range of a larger tensor.
+//! Both backends override the cells on states: their kernels read and
+//! write the halves of the states in place, at a row pitch of 2H (the
+//! CUDA backend's `[b, H]` kernels with a pitch argument, one launch per
+//! call, tested below). These tests cover batches of one and larger,
+//! backward passes into nonzero gradients (they accumulate) and with
+//! state gradients left out (`None`), row copies into a row range of a
+//! larger tensor.
 //!
 //! Every `Backend` method
 //! runs on `Device::Cuda(0)` and on `Device::Cpu` with the same random
@@ -325,6 +324,58 @@ impl RowsCase {
             if !accumulate {
                 assert_eq!(bits(&gpu_out[0]), bits(&cpu_out[0]), "{}", self.name);
             }
+        }
+    }
+}
+
+/// A cell on states is ONE launch each way: no halves copied out of the
+/// states and back, no buffers for them.
+#[test]
+fn cells_on_states_are_one_launch() {
+    let Some(gpu) = gpu() else { return };
+    let (b, h) = (70, 150);
+    let (left, right) = (up(&rand([b, 2 * h], 1)), up(&rand([b, 2 * h], 2)));
+    let g = up(&gates(b, 5 * h, 3));
+    let mut act = up(&rand([b, 5 * h], 4));
+    let mut st = up(&rand([b, 2 * h], 5));
+    let ds = up(&rand([b, 2 * h], 6));
+    let (mut dg, mut dl, mut dr) = (
+        up(&rand([b, 5 * h], 7)),
+        up(&rand([b, 2 * h], 8)),
+        up(&rand([b, 2 * h], 9)),
+    );
+    for round in 0..2 {
+        let l0 = gpu.launches();
+        gpu.tree_lstm_node_fwd_states(
+            &g,
+            &left,
+            &right,
+            act.view_mut().unwrap(),
+            st.view_mut().unwrap(),
+        )
+        .unwrap();
+        let forward = gpu.launches() - l0;
+        let l0 = gpu.launches();
+        gpu.tree_lstm_node_bwd_states(
+            &act,
+            &left,
+            &right,
+            &st,
+            &ds,
+            dg.view_mut().unwrap(),
+            Some(dl.view_mut().unwrap()),
+            Some(dr.view_mut().unwrap()),
+            false,
+        )
+        .unwrap();
+        let backward = gpu.launches() - l0;
+        // The first round may set up per-device state once.
+        if round == 1 {
+            assert_eq!(
+                (forward, backward),
+                (1, 1),
+                "launches of a node cell on states"
+            );
         }
     }
 }
