@@ -7,8 +7,8 @@
 //! separate `[b, H]` blocks: they copy the halves they read out of the
 //! states (one `copy_cols` each, none for a batch of one, which is a view)
 //! and the halves they write back in. A backend whose kernels read and
-//! write rows at a pitch overrides them and copies nothing (the CPU
-//! backend does).
+//! write rows at a pitch overrides them and copies nothing (the CPU and
+//! CUDA backends both do).
 
 use super::RowOps;
 use crate::cell::{Arg, CellSpec, Form, Role, MAX_INS};
