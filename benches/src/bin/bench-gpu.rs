@@ -11,7 +11,7 @@
 //! repository the binary was built in).
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use sheaf_autodiff::{Graph, ParamStore, Sequential};
@@ -195,7 +195,14 @@ fn w1(
                     build += built;
                     plan += exec.stats().planning.as_secs_f64();
                     launches += k.launches() - l0;
-                    last_kernels = launch_diff(&names0, &k.launches_by_name());
+                    let st = exec.stats();
+                    last_kernels = format!(
+                        "executor: ops {:.2} ms, moving data {:.2} ms, bookkeeping {:.2} ms; {}",
+                        1e3 * st.op_calls.as_secs_f64(),
+                        1e3 * st.moves.as_secs_f64(),
+                        1e3 * st.bookkeeping().as_secs_f64(),
+                        launch_diff(&names0, &k.launches_by_name())
+                    );
                     steps += 1;
                     done += chunk.len();
                     flops += chunk.iter().map(train_flops).sum::<f64>();
@@ -247,21 +254,34 @@ fn w1(
 }
 
 /// The launches between two [`CudaKernels::launches_by_name`] snapshots,
-/// most first, as `kernel n, kernel n, ...`.
-fn launch_diff(before: &[(&'static str, u64)], after: &[(&'static str, u64)]) -> String {
-    let mut d: Vec<(&str, u64)> = after
+/// most first, as `kernel n (µs per call), ...`, after the host time all
+/// their driver calls took.
+fn launch_diff(
+    before: &[(&'static str, u64, Duration)],
+    after: &[(&'static str, u64, Duration)],
+) -> String {
+    let mut d: Vec<(&str, u64, Duration)> = after
         .iter()
-        .map(|&(name, n)| {
-            let was = before.iter().find(|(b, _)| *b == name).map_or(0, |b| b.1);
-            (name, n - was)
+        .map(|&(name, n, t)| {
+            let (n0, t0) = before
+                .iter()
+                .find(|b| b.0 == name)
+                .map_or((0, Duration::ZERO), |b| (b.1, b.2));
+            (name, n - n0, t.saturating_sub(t0))
         })
-        .filter(|&(_, n)| n > 0)
+        .filter(|&(_, n, _)| n > 0)
         .collect();
-    d.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
-    d.iter()
-        .map(|(name, n)| format!("{name} {n}"))
+    d.sort_by_key(|&(_, n, _)| std::cmp::Reverse(n));
+    let total: Duration = d.iter().map(|e| e.2).sum();
+    let each = d
+        .iter()
+        .map(|(name, n, t)| format!("{name} {n} ({:.1})", 1e6 * t.as_secs_f64() / *n as f64))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    format!(
+        "driver calls {:.2} ms on the host; {each}",
+        1e3 * total.as_secs_f64()
+    )
 }
 
 /// The ops with the most launches in the executor's last step, as

@@ -166,7 +166,7 @@ impl CudaKernels {
             }
         }
         launch.arg(&b).arg(&hd).arg(&sp);
-        self.count_launch(kernel);
+        let _api = self.count_launch(kernel);
         // SAFETY: `SIGNATURES` lists the kernel's parameters in
         // kernels/cells.cu in order (device f32 pointers, then b, H and
         // the row pitch as u64), and every slice was checked above to

@@ -36,8 +36,9 @@ pub struct CudaKernels {
     err: Mutex<CudaSlice<u32>>,
     sms: u32,
     launches: AtomicU64,
-    /// Launches per kernel (or copy) name, for profiles of a step.
-    launches_by_name: Mutex<HashMap<&'static str, u64>>,
+    /// Launches per kernel (or copy) name and the host time their driver
+    /// calls took (ns), for profiles of a step.
+    launches_by_name: Mutex<HashMap<&'static str, (u64, u64)>>,
     deterministic: AtomicBool,
     pub(crate) user: crate::user::UserKernels,
     staging: Mutex<Staging>,
@@ -215,24 +216,31 @@ impl CudaKernels {
         self.ctx.bind_to_thread().map_err(CudaError::driver(kernel))
     }
 
-    pub(crate) fn count_launch(&self, name: &'static str) {
+    /// Counts one launch of `name`; the guard, held over the driver call,
+    /// adds the call's host time to the name's when dropped.
+    #[must_use = "hold the guard over the driver call it times"]
+    pub(crate) fn count_launch(&self, name: &'static str) -> ApiTimer<'_> {
         self.launches.fetch_add(1, Ordering::Relaxed);
-        let mut by_name = self
-            .launches_by_name
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        *by_name.entry(name).or_insert(0) += 1;
+        ApiTimer {
+            k: self,
+            name,
+            start: std::time::Instant::now(),
+        }
     }
 
-    /// Launches per kernel name since creation (copies as `upload`,
-    /// `download`, `copy`, allocations as `alloc_zeros`, cuBLAS as
-    /// `sgemm`): take differences around a step to see what it launches.
-    pub fn launches_by_name(&self) -> Vec<(&'static str, u64)> {
+    /// Launches per kernel name since creation, and the host time their
+    /// driver calls took (copies as `upload`, `download`, `copy`,
+    /// allocations as `alloc_zeros`, cuBLAS as `sgemm`): take differences
+    /// around a step to see what it launches and what launching cost.
+    pub fn launches_by_name(&self) -> Vec<(&'static str, u64, std::time::Duration)> {
         let by_name = self
             .launches_by_name
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let mut v: Vec<_> = by_name.iter().map(|(&k, &n)| (k, n)).collect();
+        let mut v: Vec<_> = by_name
+            .iter()
+            .map(|(&k, &(n, ns))| (k, n, std::time::Duration::from_nanos(ns)))
+            .collect();
         v.sort_unstable();
         v
     }
@@ -278,7 +286,7 @@ impl CudaKernels {
         if len == 0 {
             return self.alloc_empty();
         }
-        self.count_launch("alloc_zeros");
+        let _api = self.count_launch("alloc_zeros");
         self.stream
             .alloc_zeros::<T>(len)
             .map_err(|e| self.alloc_error(e, bytes))
@@ -289,7 +297,7 @@ impl CudaKernels {
     /// without writing the pointer; the slice would then free whatever the
     /// pointer held when dropped.
     fn alloc_empty<T>(&self) -> Result<CudaSlice<T>> {
-        self.count_launch("alloc_zeros");
+        let _api = self.count_launch("alloc_zeros");
         let word = self
             .stream
             .alloc_zeros::<u32>(1)
@@ -325,7 +333,7 @@ impl CudaKernels {
         }
         // Allocated uninitialised and copied into: zeroing first would be
         // a second device operation for every index list sent.
-        self.count_launch("upload");
+        let _api = self.count_launch("upload");
         let bytes = std::mem::size_of_val(data);
         self.stream
             .clone_htod(data)
@@ -375,7 +383,7 @@ impl CudaKernels {
         // one stream).
         let mut dst = unsafe { self.stream.alloc::<f32>(class) }
             .map_err(|e| self.alloc_error(e, class * 4))?;
-        self.count_launch("upload");
+        let _api = self.count_launch("upload");
         self.stream
             .memcpy_htod(&*buf, &mut dst)
             .map_err(CudaError::driver(K))?;
@@ -392,7 +400,7 @@ impl CudaKernels {
     pub fn download<T: DeviceRepr>(&self, src: &CudaView<'_, T>, dst: &mut [T]) -> Result<()> {
         CudaError::check_len("download", "dst", dst.len(), src.len())?;
         if !dst.is_empty() {
-            self.count_launch("download");
+            let _api = self.count_launch("download");
             self.stream
                 .memcpy_dtoh(src, dst)
                 .map_err(CudaError::driver("download"))?;
@@ -410,7 +418,7 @@ impl CudaKernels {
         if src.is_empty() {
             return Ok(());
         }
-        self.count_launch("copy");
+        let _api = self.count_launch("copy");
         self.stream
             .memcpy_dtod(src, dst)
             .map_err(CudaError::driver("copy"))
@@ -524,5 +532,26 @@ pub fn split_view_mut(
             std::mem::transmute::<CudaViewMut<'_, f32>, CudaViewMut<'_, f32>>(a),
             std::mem::transmute::<CudaViewMut<'_, f32>, CudaViewMut<'_, f32>>(b),
         )
+    }
+}
+
+/// Times one driver call for [`CudaKernels::launches_by_name`].
+pub(crate) struct ApiTimer<'a> {
+    k: &'a CudaKernels,
+    name: &'static str,
+    start: std::time::Instant,
+}
+
+impl Drop for ApiTimer<'_> {
+    fn drop(&mut self) {
+        let ns = self.start.elapsed().as_nanos() as u64;
+        let mut by_name = self
+            .k
+            .launches_by_name
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let e = by_name.entry(self.name).or_insert((0, 0));
+        e.0 += 1;
+        e.1 += ns;
     }
 }

@@ -1,4 +1,5 @@
-//! Row-major `sgemm` through cuBLAS (column-major): `C = A B` in row-major
+//! Row-major `sgemm`: small products on a tiled kernel of our own
+//! ([`TILED_MAX_MNK`], [`TILED_MAX_KN`]), the rest through cuBLAS (column-major): `C = A B` in row-major
 //! is `Cᵀ = Bᵀ Aᵀ` in column-major, so B goes first and m, n swap; the
 //! transpose flags and leading dimensions carry over unchanged.
 //!
@@ -12,6 +13,7 @@ use cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaView, CudaViewMut};
 
 use crate::error::{CudaError, Result};
+use crate::launch::launch;
 use crate::CudaKernels;
 
 /// One operand of a product: row-major, `rows x cols` after the optional
@@ -56,7 +58,54 @@ fn span(
     Ok(if rows == 0 { 0 } else { (rows - 1) * ld + cols })
 }
 
+/// Products of at most this many multiply-adds (`m n k`) run on the
+/// tiled kernel (`kernels/gemm.cu`), larger ones on cuBLAS. A cuBLAS call
+/// cost 22-47 us of host time on the GPU machines (H100 under gVisor,
+/// `bench-gpu`'s per-kernel times) against 4-5 us for a launch of our own;
+/// the tiled kernel runs at a few TFLOP/s, so up to 2^26 multiply-adds
+/// (e.g. 256 x 750 x 300, W1's largest) its device time stays below what
+/// cuBLAS's call alone costs the host, and tree models are host-bound.
+pub const TILED_MAX_MNK: usize = 1 << 26;
+
+/// ... and whose `op(B)` has at most this many elements: a product of few
+/// rows with a large `B` (W3 at state 1024, batch 1: 1 x 2048 x 5120) is
+/// a matrix-vector product bound by reading `B`, which the tiled kernel,
+/// one 64-column block per thread block, does 2x slower than cuBLAS on
+/// the device (measured: W3 state 1024 batch 1 1.41 -> 2.88 ms per tree
+/// with it), and there the device, not the host, is the bound.
+pub const TILED_MAX_KN: usize = 1 << 20;
+
 impl CudaKernels {
+    /// The tiled kernel for small products (see [`TILED_MAX_MNK`]); sizes
+    /// already checked by `gemm_config`.
+    fn sgemm_tiled(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        a: Operand,
+        b: Operand,
+        beta: f32,
+        c: &mut CudaViewMut<'_, f32>,
+        ldc: usize,
+    ) -> Result<()> {
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (n.div_ceil(64) as u32, m.div_ceil(64) as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (m, n, k) = (m as u64, n as u64, k as u64);
+        let (lda, ldb, ldc) = (a.ld as u64, b.ld as u64, ldc as u64);
+        let (ta, tb) = (u32::from(a.transposed), u32::from(b.transposed));
+        launch!(
+            self,
+            "sgemm_tiled",
+            cfg,
+            [a.data, b.data, c, &m, &n, &k, &lda, &ldb, &ldc, &ta, &tb, &alpha, &beta]
+        )
+    }
+
     /// Lets cuBLAS use TF32 tensor cores for fp32 products (off by default).
     pub fn set_tf32(&self, on: bool) -> Result<()> {
         let mode = if on {
@@ -95,8 +144,13 @@ impl CudaKernels {
         if m == 0 || n == 0 {
             return Ok(());
         }
+        if m.saturating_mul(n).saturating_mul(k) <= TILED_MAX_MNK
+            && k.saturating_mul(n) <= TILED_MAX_KN
+        {
+            return self.sgemm_tiled(m, n, k, alpha, a, b, beta, c, ldc);
+        }
         self.bind(K)?;
-        self.count_launch(K);
+        let _api = self.count_launch(K);
         // SAFETY: `gemm_config` checked that a, b and c hold every element
         // the product addresses with these sizes and leading dimensions.
         unsafe { self.blas.gemm(cfg, b.data, a.data, c) }
@@ -145,7 +199,7 @@ impl CudaKernels {
             stride_c: stride_c as i64,
         };
         self.bind(K)?;
-        self.count_launch(K);
+        let _api = self.count_launch(K);
         // SAFETY: the last of the `batch` products (the farthest from each
         // base) was checked to lie inside a, b and c, so every product does.
         unsafe { self.blas.gemm_strided_batched(cfg, b.data, a.data, c) }

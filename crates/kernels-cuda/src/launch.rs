@@ -9,7 +9,7 @@ macro_rules! launch {
         let f = $k.function($name)?;
         let mut b = $k.stream().launch_builder(f);
         $( b.arg($arg); )*
-        $k.count_launch($name);
+        let _api = $k.count_launch($name);
         // SAFETY: the argument list matches the kernel's signature in
         // kernels/*.cu (types and order), and the caller checked every
         // slice's length against the sizes passed, so the kernel reads and

@@ -45,7 +45,7 @@ pub use cudarc::driver::{
 };
 pub use elementwise::{Map, Zip};
 pub use error::{CudaError, Result};
-pub use gemm::Operand;
+pub use gemm::{Operand, TILED_MAX_KN, TILED_MAX_MNK};
 #[cfg(feature = "nccl")]
 pub use nccl::{check_nccl, nccl_present, nccl_unique_id, NcclComm, NcclType, NCCL_ID_BYTES};
 pub use optim::{AdamArgs, RowSet};

@@ -31,7 +31,7 @@ macro_rules! kernel_files {
     };
 }
 
-kernel_files!("elementwise", "rows", "softmax", "cells", "optim");
+kernel_files!("elementwise", "rows", "softmax", "cells", "optim", "gemm");
 
 /// First line of every PTX file, before the hash.
 pub const HASH_PREFIX: &str = "// sheaf-source-hash: ";

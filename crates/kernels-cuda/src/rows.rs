@@ -257,7 +257,7 @@ impl CudaKernels {
             return Ok(());
         }
         let mut host = vec![0u32; idx.len()];
-        self.count_launch("check_indices");
+        let _api = self.count_launch("check_indices");
         let stream = self.stream();
         stream
             .memcpy_dtoh(idx, &mut host)

@@ -83,7 +83,8 @@ impl CudaKernels {
     /// the arguments with `arg` and call `launch` (unsafe: the user's
     /// signature is not known to sheaf). Counted as one launch.
     pub fn user_launch<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
-        self.count_launch("user kernel");
+        // Counted now; its time is the caller's, after this returns.
+        drop(self.count_launch("user kernel"));
         self.stream().launch_builder(f)
     }
 

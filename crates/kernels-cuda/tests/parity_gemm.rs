@@ -92,13 +92,22 @@ fn sgemm_matches_cpu() -> TestResult {
     let Some(k) = gpu() else { return Ok(()) };
     let cpu = CpuKernels::new();
     let mut rng = Rng::new(35);
+    // All but the last two run on the tiled kernel (at most
+    // `TILED_MAX_MNK` multiply-adds and `TILED_MAX_KN` elements of op(B),
+    // tiles of 64 x 64 with ragged edges); the last two on cuBLAS.
     let shapes = [
         (1, 1, 1),
         (5, 3, 7),
         (17, 33, 65),
         (64, 5, 300),
         (130, 70, 257),
+        (256, 750, 300),
+        (300, 520, 512),
+        (2, 1030, 1100),
     ];
+    const { assert!(256 * 750 * 300 <= sheaf_kernels_cuda::TILED_MAX_MNK) };
+    const { assert!(300 * 520 * 512 > sheaf_kernels_cuda::TILED_MAX_MNK) };
+    const { assert!(1100 * 1030 > sheaf_kernels_cuda::TILED_MAX_KN) };
     for (m, n, kk) in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             for (alpha, beta) in [(1.0f32, 0.0f32), (0.75, -0.5)] {
