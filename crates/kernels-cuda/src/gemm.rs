@@ -144,9 +144,11 @@ impl CudaKernels {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        if m.saturating_mul(n).saturating_mul(k) <= TILED_MAX_MNK
+        // (A grid's y extent is at most 65,535 blocks of 64 rows.)
+        let small = m.saturating_mul(n).saturating_mul(k) <= TILED_MAX_MNK
             && k.saturating_mul(n) <= TILED_MAX_KN
-        {
+            && m.div_ceil(64) <= 65_535;
+        if small {
             return self.sgemm_tiled(m, n, k, alpha, a, b, beta, c, ldc);
         }
         self.bind(K)?;
