@@ -102,23 +102,25 @@ pub struct TreeLstm {
     params: [Param; 7],
     /// The cells as vertex functions (leaf, node), when on.
     vertex: Option<Arc<(VertexFn, VertexFn)>>,
-    /// Whole tree nodes as calls for the losses, traced for evaluation
-    /// and for training (dropout differs): a leaf's lookup and cell (the
-    /// word as data), a node's cell from its children's states, and a
-    /// node's output layer and loss (the label as data).
+    /// Whole tree nodes as ONE call each for the losses, traced for
+    /// evaluation and for training (dropout differs).
     whole: Option<Arc<[WholeNodes; 2]>>,
 }
 
-/// See [`TreeLstm::with_vertex_functions`].
+/// See [`TreeLstm::with_vertex_functions`]. Each call's output is the
+/// node's state with a loss after it, `[c | h | loss]` (`2H + 1`).
 #[derive(Debug)]
 struct WholeNodes {
+    /// A leaf's lookup, cell, output layer and loss (its word and its
+    /// label as two per-call fields).
     leaf: VertexFn,
+    /// An inner node's cell from its children's outputs, its output layer
+    /// and loss plus its children's subtree losses (the label as data):
+    /// the root's is the tree's loss, with no sum node per tree.
     node: VertexFn,
-    loss: VertexFn,
-    /// An inner node's loss plus its children's subtree losses: the
-    /// root's is the tree's loss, with no sum node per tree (sums of
-    /// different lengths batch one length at a time).
-    subtree_loss: VertexFn,
+    /// The same with the node's own loss only (for graphs where a node
+    /// has two parents, whose subtree losses would count it twice).
+    node_own: VertexFn,
 }
 
 impl TreeLstm {
@@ -175,7 +177,7 @@ impl TreeLstm {
             Ok(vec![cell.node_with(g, a[0], a[1], a[2], a[3])?])
         })?;
         self.vertex = Some(Arc::new((leaf, node)));
-        // The losses: two calls per tree node, one set of functions per
+        // The losses: one call per tree node, one set of functions per
         // mode (embedding and output dropout only while training; their
         // masks are drawn per call, not the inlined graph's).
         let (emb, out) = (self.emb, self.out);
@@ -185,42 +187,46 @@ impl TreeLstm {
                 true => g.dropout(x, p),
                 false => Ok(x),
             };
-            let leaf = VertexFn::trace_with_data("tree_lstm_word_fn", &[], move |g, _, word| {
-                g.set_train(train);
-                let x = emb.forward(g, word)?;
-                let x = drop(g, x, p_emb)?;
-                Ok(vec![cell.leaf(g, x)?])
-            })?;
-            let node = VertexFn::trace("tree_lstm_children_fn", &[s, s], move |g, a| {
-                g.set_train(train);
-                let (hl, hr) = (cell.h(g, a[0])?, cell.h(g, a[1])?);
-                Ok(vec![cell.node_with(g, a[0], a[1], hl, hr)?])
-            })?;
-            let node_loss = move |g: &mut Graph, state: Expr, label: u32| {
-                g.set_train(train);
+            let own_loss = move |g: &mut Graph, state: Expr, label: u32| {
                 let h = cell.h(g, state)?;
                 let h = drop(g, h, p_out)?;
                 let logits = out.forward(g, h)?;
                 g.pick_neg_log_softmax(logits, label)
             };
-            let loss = VertexFn::trace_with_data("tree_lstm_loss_fn", &[s], move |g, a, label| {
-                Ok(vec![node_loss(g, a[0], label)?])
+            let leaf = VertexFn::trace_with_fields("tree_lstm_word_fn", &[], 2, move |g, _, f| {
+                g.set_train(train);
+                let x = emb.forward(g, f[0])?;
+                let x = drop(g, x, p_emb)?;
+                let state = cell.leaf(g, x)?;
+                let loss = own_loss(g, state, f[1])?;
+                Ok(vec![g.concat(&[state, loss])?])
             })?;
-            let one = Shape::from([1]);
-            let subtree_loss = VertexFn::trace_with_data(
-                "tree_lstm_subtree_loss_fn",
-                &[s, one, one],
-                move |g, a, label| {
-                    let own = node_loss(g, a[0], label)?;
-                    let children = g.add(a[1], a[2])?;
-                    Ok(vec![g.add(own, children)?])
-                },
-            )?;
+            // A child's output `[c | h | loss]`: its state, `h` and loss.
+            let split = move |g: &mut Graph, o: Expr| -> Result<[Expr; 3]> {
+                Ok([
+                    g.slice(o, 0, 2 * h)?,
+                    g.slice(o, h, 2 * h)?,
+                    g.slice(o, 2 * h, 2 * h + 1)?,
+                ])
+            };
+            let o = Shape::from([2 * h + 1]);
+            let node_fn = |name: &'static str, subtree: bool| {
+                VertexFn::trace_with_data(name, &[o, o], move |g, a, label| {
+                    g.set_train(train);
+                    let ([sl, hl, ll], [sr, hr, lr]) = (split(g, a[0])?, split(g, a[1])?);
+                    let state = cell.node_with(g, sl, sr, hl, hr)?;
+                    let mut loss = own_loss(g, state, label)?;
+                    if subtree {
+                        let children = g.add(ll, lr)?;
+                        loss = g.add(loss, children)?;
+                    }
+                    Ok(vec![g.concat(&[state, loss])?])
+                })
+            };
             Ok(WholeNodes {
                 leaf,
-                node,
-                loss,
-                subtree_loss,
+                node: node_fn("tree_lstm_subtree_fn", true)?,
+                node_own: node_fn("tree_lstm_node_fn", false)?,
             })
         };
         self.whole = Some(Arc::new([whole(false)?, whole(true)?]));
@@ -322,8 +328,8 @@ impl TreeLstm {
         })
     }
 
-    /// [`TreeLstm::tree_loss`] with whole tree nodes as calls: a cell and a
-    /// loss call per node.
+    /// [`TreeLstm::tree_loss`] with whole tree nodes as calls: one call per
+    /// node, then the root's loss out of its output.
     fn tree_loss_calls(
         &self,
         g: &mut Graph,
@@ -335,6 +341,7 @@ impl TreeLstm {
             op: "tree_lstm",
             what,
         };
+        let h = self.cfg.hidden;
         // Each node's loss with its subtree's where every node has one
         // parent (a tree); nodes shared by two parents would count twice,
         // so such a graph sums every node's own loss instead.
@@ -349,52 +356,39 @@ impl TreeLstm {
             }
         }
         let nested = parents.iter().all(|&p| p <= 1);
-        let mut states: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
-        let mut losses = Vec::with_capacity(tree.nodes.len());
+        let mut outs: Vec<Expr> = Vec::with_capacity(tree.nodes.len());
         for (pos, node) in tree.nodes.iter().enumerate() {
             let label = node.label() as u32;
-            let (state, loss) = match *node {
+            let o = match *node {
                 Node::Leaf { word, .. } => {
                     let id = word_id(ids, word, pos)?;
-                    let state = g.call_with_data(&w.leaf, &[], id)?;
-                    (state, g.call_with_data(&w.loss, &[state], label)?)
+                    g.call_with_fields(&w.leaf, &[], &[id, label])?
                 }
                 Node::Inner { left, right, .. } => {
                     let child = |c: u32| {
-                        states.get(c as usize).copied().ok_or_else(|| {
+                        outs.get(c as usize).copied().ok_or_else(|| {
                             bad(format!(
                                 "node {pos} has child {c}, which does not come before it"
                             ))
                         })
                     };
-                    let (sl, sr) = (child(left)?, child(right)?);
-                    let state = g.call_one(&w.node, &[sl, sr])?;
-                    let loss = match nested {
-                        true => {
-                            let (ll, lr) = (losses[left as usize], losses[right as usize]);
-                            g.call_with_data(&w.subtree_loss, &[state, ll, lr], label)?
-                        }
-                        false => g.call_with_data(&w.loss, &[state], label)?,
-                    };
-                    (state, loss)
+                    let args = [child(left)?, child(right)?];
+                    let f = if nested { &w.node } else { &w.node_own };
+                    g.call_with_data(f, &args, label)?
                 }
             };
-            states.push(state);
-            losses.push(loss);
+            outs.push(o);
         }
-        match nested {
-            // The roots' subtree losses (one root in a tree).
-            true => {
-                let roots: Vec<Expr> = (0..losses.len())
-                    .filter(|&i| parents[i] == 0)
-                    .map(|i| losses[i])
-                    .collect();
-                match roots.as_slice() {
-                    [root] => Ok(*root),
-                    _ => g.sum(&roots),
-                }
-            }
-            false => g.sum(&losses),
+        // The roots' subtree losses (one root in a tree), or every node's
+        // own.
+        let losses = (0..outs.len())
+            .filter(|&i| !nested || parents[i] == 0)
+            .map(|i| g.slice(outs[i], 2 * h, 2 * h + 1))
+            .collect::<Result<Vec<_>>>()?;
+        match losses.as_slice() {
+            [] => Err(bad("the tree has no nodes".into())),
+            [root] => Ok(*root),
+            _ => g.sum(&losses),
         }
     }
 

@@ -425,3 +425,163 @@ fn per_call_data_errors() {
     let e = g.call_with_data(&node, &[x, x], 0).unwrap_err().to_string();
     assert!(e.contains("reads no per-call data"), "{e}");
 }
+
+/// Whole vertices as calls: a leaf's lookup, cell and loss in ONE call
+/// (its word and its label as two per-call fields), a node's cell and loss
+/// plus its children's in one call; each call's output is its state with
+/// its subtree's loss after it (`[2H + 1]`).
+fn whole_vertex_functions(m: Model) -> (VertexFn, VertexFn) {
+    let own_loss = move |g: &mut Graph, state: Expr, label: u32| {
+        let h = g.cell_h(state)?;
+        let (wo, bo) = (g.param(&m.wo), g.param(&m.bo));
+        let logits = g.affine(bo, &[(wo, h)])?;
+        g.pick_neg_log_softmax(logits, label)
+    };
+    let leaf = VertexFn::trace_with_fields("leaf_whole", &[], 2, move |g, _, f| {
+        let emb = g.param(&m.emb);
+        let x = g.lookup(emb, f[0])?;
+        let s = m.leaf(g, x)?;
+        let l = own_loss(g, s, f[1])?;
+        Ok(vec![g.concat(&[s, l])?])
+    })
+    .unwrap();
+    let node = VertexFn::trace_with_data(
+        "node_whole",
+        &[Shape::from([2 * H + 1]); 2],
+        move |g, a, label| {
+            let (l, r) = (g.slice(a[0], 0, 2 * H)?, g.slice(a[1], 0, 2 * H)?);
+            let (ll, lr) = (
+                g.slice(a[0], 2 * H, 2 * H + 1)?,
+                g.slice(a[1], 2 * H, 2 * H + 1)?,
+            );
+            let s = m.node(g, l, r)?;
+            let own = own_loss(g, s, label)?;
+            let children = g.add(ll, lr)?;
+            let loss = g.add(own, children)?;
+            Ok(vec![g.concat(&[s, loss])?])
+        },
+    )
+    .unwrap();
+    (leaf, node)
+}
+
+/// [`loss`] with whole vertices as calls: one node per tree node, and a
+/// slice of each root's output.
+fn loss_whole(g: &mut Graph, fns: &(VertexFn, VertexFn), trees: &[Vec<Node>]) -> Result<Expr> {
+    let (leaf, node) = fns;
+    let mut losses = Vec::new();
+    for t in trees {
+        let mut outs = Vec::new();
+        for (i, n) in t.iter().enumerate() {
+            let label = (i % C) as u32;
+            outs.push(match n {
+                Node::Leaf(w) => g.call_with_fields(leaf, &[], &[*w, label])?,
+                Node::Inner(l, r) => g.call_with_data(node, &[outs[*l], outs[*r]], label)?,
+            });
+        }
+        let root = *outs.last().unwrap();
+        losses.push(g.slice(root, 2 * H, 2 * H + 1)?);
+    }
+    g.sum(&losses)
+}
+
+#[test]
+fn per_call_fields_make_whole_vertices_one_call() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let params = m.params();
+    let trees = forest(&mut Lcg(23), 12);
+    let fns = whole_vertex_functions(m);
+    assert!(fns.0.reads_data() && fns.1.reads_data());
+    let (want, want_g) =
+        common::loss_and_grads(&mut store, &params, None, |g| loss(g, &m, None, &trees));
+    let tree_nodes: usize = trees.iter().map(Vec::len).sum();
+    let mut g = Graph::new();
+    loss_whole(&mut g, &fns, &trees).unwrap();
+    // A call per tree node, a slice per root, the sum, the parameters.
+    assert!(
+        g.len() <= tree_nodes + trees.len() + 1 + params.len(),
+        "{} nodes for {tree_nodes} tree nodes",
+        g.len()
+    );
+    let mut execs: Vec<Option<Executor>> = vec![None];
+    for s in [Strategy::Depth, Strategy::Agenda, Strategy::Auto] {
+        execs.push(Some(Executor::new(s)));
+    }
+    for mut ex in execs {
+        let what = ex
+            .as_ref()
+            .map_or("Sequential".into(), |e| format!("{:?}", e.strategy()));
+        for round in 0..2 {
+            let (v, grads) = common::loss_and_grads(&mut store, &params, ex.as_mut(), |g| {
+                loss_whole(g, &fns, &trees)
+            });
+            close(&format!("{what} round {round} loss"), &[v], &[want]);
+            for (k, (a, b)) in grads.iter().zip(&want_g).enumerate() {
+                close(&format!("{what} round {round} gradient {k}"), a, b);
+            }
+        }
+    }
+}
+
+#[test]
+fn per_call_field_errors() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    let (leaf, node) = whole_vertex_functions(m);
+    let mut g = Graph::new();
+    // The label field is out of range: names F, the field and the bound.
+    let e = g
+        .call_with_fields(&leaf, &[], &[0, C as u32])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("leaf_whole") && e.contains("field 1") && e.contains(&format!("below {C}")),
+        "{e}"
+    );
+    let e = g
+        .call_with_fields(&leaf, &[], &[V as u32, 0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field 0") && e.contains(&format!("below {V}")),
+        "{e}"
+    );
+    let e = g
+        .call_with_fields(&leaf, &[], &[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("2 per-call fields") && e.contains("gives 1"),
+        "{e}"
+    );
+    let e = g.call_with_data(&leaf, &[], 0).unwrap_err().to_string();
+    assert!(e.contains("call_with_fields"), "{e}");
+    let e = g.call_one(&leaf, &[]).unwrap_err().to_string();
+    assert!(e.contains("call_with_fields"), "{e}");
+    let x = g.input(Tensor::zeros([2 * H + 1], sheaf_tensor::DType::F32, Device::Cpu).unwrap());
+    let e = g
+        .call_with_fields(&node, &[x, x], &[0])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("reads no per-call fields"), "{e}");
+    // Too many fields, and bounds that do not fit one word.
+    let e = VertexFn::trace_with_fields("five", &[], 5, |_, _, _| unreachable!())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("five") && e.contains("at most 4"), "{e}");
+    let big = store
+        .add_table(
+            "big",
+            Tensor::zeros([1 << 17, 2], sheaf_tensor::DType::F32, Device::Cpu).unwrap(),
+        )
+        .unwrap();
+    let e = VertexFn::trace_with_fields("wide", &[], 2, move |g, _, f| {
+        let t = g.param(&big);
+        let (a, b) = (g.lookup(t, f[0])?, g.lookup(t, f[1])?);
+        Ok(vec![g.add(a, b)?])
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("wide") && e.contains("u32"), "{e}");
+}

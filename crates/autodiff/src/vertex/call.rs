@@ -216,10 +216,7 @@ impl CallOp {
             for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
             }
-            match s.data == super::VertexFn::DATA {
-                true => data.copy_from_slice(call_data),
-                false => data.fill(s.data),
-            }
+            t.step_data(s.data, call_data, &mut data);
             let aux = match s.aux {
                 Some((r, shape)) => match regions[r].take() {
                     Some(a) => Some(a.reshape(Shape::stack(b, shape)?)?),
@@ -340,10 +337,7 @@ impl CallOp {
             for (k, &seed) in cx.seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
             }
-            match s.data == super::VertexFn::DATA {
-                true => data.copy_from_slice(call_data),
-                false => data.fill(s.data),
-            }
+            t.step_data(s.data, call_data, &mut data);
             let value = values[j].clone().unwrap_or_else(|| out.clone());
             // Where each argument's gradient goes. A target used twice by
             // this op (or a parameter read per call) gets a buffer of its

@@ -38,10 +38,12 @@ use crate::params::Param;
 
 mod build;
 mod call;
+mod fields;
 mod scan;
 
 pub(crate) use build::CallCache;
 use call::CallOp;
+use fields::Fields;
 
 /// A traced vertex function; cheap to clone (shared template).
 #[derive(Clone)]
@@ -122,6 +124,9 @@ struct Template {
     keeps: usize,
     /// Whether steps read the call's data, and the bound it must be below.
     data_below: Option<usize>,
+    /// The per-call fields packed into the data, if F was traced with
+    /// them ([`VertexFn::trace_with_fields`]).
+    fields: Fields,
     /// `(offset, shape)` of each output within the call's output: one
     /// output is the whole of it, several are concatenated flat.
     outputs: Vec<(usize, Shape)>,
@@ -138,6 +143,9 @@ pub(crate) struct Tracing {
     /// The smallest bound an op put on the call's data ([`VertexFn::DATA`]),
     /// checked at each call instead; `None` if no op reads it.
     pub(crate) data_below: Option<usize>,
+    /// The same per field ([`VertexFn::field`]), one entry per field F
+    /// was traced with.
+    pub(crate) fields: Vec<Option<usize>>,
 }
 
 impl Graph {
@@ -146,24 +154,37 @@ impl Graph {
     /// ([`VertexFn::DATA`]) while tracing, its check then made at each
     /// call. Returns false otherwise (the op checks `value` itself).
     pub(crate) fn call_data_below(&mut self, value: u32, limit: usize) -> bool {
-        match (&mut self.tracing, value == VertexFn::DATA) {
-            (Some(t), true) => {
-                t.data_below = Some(t.data_below.map_or(limit, |d| d.min(limit)));
-                true
-            }
-            _ => false,
-        }
+        let Some(t) = &mut self.tracing else {
+            return false;
+        };
+        let slot = match value == VertexFn::DATA {
+            true => &mut t.data_below,
+            false => match (u32::MAX - 1)
+                .checked_sub(value)
+                .and_then(|k| t.fields.get_mut(k as usize))
+            {
+                Some(field) => field,
+                None => return false,
+            },
+        };
+        *slot = Some(slot.map_or(limit, |d| d.min(limit)));
+        true
     }
 }
 
 /// Errors for a function that reads per-call data called without any.
 fn no_data(f: &VertexFn) -> Result<()> {
-    match f.template.data_below {
-        Some(_) => Err(params_err(
-            f.template.name,
+    let t = &f.template;
+    match (t.data_below, t.fields.is_empty()) {
+        (None, _) => Ok(()),
+        (Some(_), true) => Err(params_err(
+            t.name,
             "reads per-call data: call it with Graph::call_with_data".into(),
         )),
-        None => Ok(()),
+        (Some(_), false) => Err(params_err(
+            t.name,
+            "reads per-call fields: call it with Graph::call_with_fields".into(),
+        )),
     }
 }
 
@@ -186,11 +207,22 @@ impl VertexFn {
         args: &[Shape],
         f: impl FnOnce(&mut Graph, &[Expr]) -> Result<Vec<Expr>>,
     ) -> Result<VertexFn> {
+        VertexFn::trace_fields(name, args, 0, f)
+    }
+
+    /// [`VertexFn::trace`] with `fields` per-call fields (0: none).
+    fn trace_fields(
+        name: &'static str,
+        args: &[Shape],
+        fields: usize,
+        f: impl FnOnce(&mut Graph, &[Expr]) -> Result<Vec<Expr>>,
+    ) -> Result<VertexFn> {
         let mut g = Graph::new();
         g.tracing = Some(Box::new(Tracing {
             name,
             params: Vec::new(),
             data_below: None,
+            fields: vec![None; fields],
         }));
         let mut placeholders = Vec::with_capacity(args.len());
         for s in args {
@@ -237,6 +269,17 @@ impl VertexFn {
         let mut template =
             Template::from_trace(&g, name, args.to_vec(), tracing.params, out_node, outputs)?;
         template.data_below = tracing.data_below;
+        if fields > 0 {
+            if tracing.data_below.is_some() {
+                return Err(params_err(
+                    name,
+                    "reads VertexFn::DATA and per-call fields: use the fields only".into(),
+                ));
+            }
+            let (layout, below) = Fields::new(name, &tracing.fields)?;
+            template.fields = layout;
+            template.data_below = Some(below);
+        }
         let template = Arc::new(template);
         Ok(VertexFn {
             op: Arc::new(CallOp(Arc::clone(&template))),
@@ -431,6 +474,7 @@ impl Template {
             aux_len,
             keeps,
             data_below: None,
+            fields: Fields::default(),
             outputs,
             batchable,
             cost,
@@ -468,6 +512,12 @@ impl Graph {
                 "reads no per-call data: call it with Graph::call_one".into(),
             ));
         };
+        if !t.fields.is_empty() {
+            return Err(params_err(
+                t.name,
+                "reads per-call fields: call it with Graph::call_with_fields".into(),
+            ));
+        }
         // Inside another function's trace, that function's data may be
         // passed on (its bound then includes this one's).
         if !self.call_data_below(data, below) && data as usize >= below {
