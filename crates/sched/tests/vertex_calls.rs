@@ -585,3 +585,84 @@ fn per_call_field_errors() {
     .to_string();
     assert!(e.contains("wide") && e.contains("u32"), "{e}");
 }
+
+/// `3x`, whose backward always fails: where it runs backward shows.
+struct NoBackward;
+
+impl sheaf_autodiff::Op for NoBackward {
+    fn name(&self) -> &'static str {
+        "no_backward"
+    }
+    fn infer_shape(
+        &self,
+        args: &[Shape],
+        _attr: sheaf_autodiff::Attr,
+    ) -> std::result::Result<Shape, sheaf_autodiff::ShapeError> {
+        match args {
+            [s] => Ok(*s),
+            _ => Err(sheaf_autodiff::ShapeError::expected("one argument")),
+        }
+    }
+    fn forward(&self, cx: sheaf_autodiff::Forward<'_>) -> sheaf_tensor::Result<()> {
+        let x = cx.args[0].as_slice::<f32>()?;
+        let out = cx.out.into_mut_slice::<f32>()?;
+        out.iter_mut().zip(x).for_each(|(o, v)| *o = 3.0 * v);
+        Ok(())
+    }
+    fn backward(&self, _cx: &mut sheaf_autodiff::Backward<'_>) -> sheaf_tensor::Result<()> {
+        Err(sheaf_tensor::TensorError::InvalidArgument {
+            op: "no_backward",
+            arg: "x",
+            reason: "ran backward",
+        })
+    }
+}
+
+/// A step of F whose gradient reaches nothing that wants one (it reads
+/// only inputs) is not run backward; the same step on a value that does
+/// need a gradient is (its error comes through).
+#[test]
+fn steps_no_gradient_needs_are_not_run_backward() {
+    let mut store = ParamStore::new();
+    let w = store
+        .add("w", Tensor::from_vec(vec![0.5f32, -1.0, 2.0], [3]).unwrap())
+        .unwrap();
+    let op: std::sync::Arc<dyn sheaf_autodiff::Op> = std::sync::Arc::new(NoBackward);
+    let s = Shape::from([3]);
+    let f = VertexFn::trace("prune", &[s, s], move |g, a| {
+        let t = g.apply(&op, &[a[0]], 0)?;
+        let p = g.param(&w);
+        let y = g.cmult(a[1], p)?;
+        Ok(vec![g.add(t, y)?])
+    })
+    .unwrap();
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        for x_needs_grad in [false, true] {
+            let mut g = Graph::new();
+            let mut outs = Vec::new();
+            for i in 0..4 {
+                let v = vec![i as f32, 1.0, -2.0];
+                let mut x = g.input(Tensor::from_vec(v.clone(), [3]).unwrap());
+                if x_needs_grad {
+                    let p = g.param(&w);
+                    x = g.cmult(x, p).unwrap();
+                }
+                let y = g.input(Tensor::from_vec(v, [3]).unwrap());
+                outs.push(g.call_one(&f, &[x, y]).unwrap());
+            }
+            let total = g.sum(&outs).unwrap();
+            let loss = g.sum_elems(total).unwrap();
+            let mut ex = Executor::new(strategy);
+            ex.forward(&mut g, &store, loss).unwrap();
+            let r = ex.backward(&mut g, &store, loss);
+            store.zero_grads().unwrap();
+            match x_needs_grad {
+                false => assert!(r.is_ok(), "{strategy:?}: {:?}", r.err()),
+                true => {
+                    let e = r.unwrap_err().to_string();
+                    assert!(e.contains("ran backward"), "{strategy:?}: {e}");
+                }
+            }
+        }
+    }
+}

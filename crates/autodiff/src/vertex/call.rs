@@ -303,6 +303,21 @@ impl CallOp {
             .map(|s| s.value.map(|k| kept[k].clone()))
             .collect();
         values[last] = Some(out.clone());
+        // Whether a gradient through each step reaches anything that wants
+        // one (an argument or parameter with a gradient, through steps):
+        // the others (a concatenation of inputs, a product's input
+        // gradient towards them) are not run backward at all.
+        let outer: Vec<bool> = cx.dargs.iter().map(Option::is_some).collect();
+        let wanted = |src: Src, needs: &[bool]| match src {
+            Src::Const(_) => false,
+            Src::Arg(i) => outer.get(i).copied().unwrap_or(false),
+            Src::Param(i) => outer.get(n_args + i).copied().unwrap_or(false),
+            Src::Step(m) => needs[m],
+        };
+        let mut needs = vec![false; t.steps.len()];
+        for (j, s) in t.steps.iter().enumerate() {
+            needs[j] = s.args.iter().any(|&src| wanted(src, &needs));
+        }
         // Gradients of the steps' values, made when one first arrives.
         let mut grads: Vec<Option<Tensor>> = vec![None; t.steps.len()];
         let mut seeds = vec![0u64; b];
@@ -314,6 +329,9 @@ impl CallOp {
         let mut seen: Vec<Src> = Vec::new();
         for j in (0..=last).rev() {
             let s = &t.steps[j];
+            if !needs[j] {
+                continue;
+            }
             let dstep = match j == last {
                 true => dout.clone(),
                 // No gradient reached this step: nothing flows through it.
@@ -356,19 +374,7 @@ impl CallOp {
                 pool::take(shape, !writes, be.device())
             };
             for (k, (&src, &role)) in s.args.iter().zip(&s.roles).enumerate() {
-                let wants = match src {
-                    Src::Const(_) => false,
-                    Src::Arg(i) | Src::Param(i) => {
-                        let i = if let Src::Param(_) = src {
-                            n_args + i
-                        } else {
-                            i
-                        };
-                        cx.dargs.get(i).is_some_and(|d| d.is_some())
-                    }
-                    Src::Step(_) => true,
-                };
-                if !wants {
+                if !wanted(src, &needs) {
                     continue;
                 }
                 let repeated = seen.contains(&src);
