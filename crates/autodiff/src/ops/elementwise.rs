@@ -76,7 +76,13 @@ impl Op for BinaryOp {
     fn forward(&self, cx: Forward<'_>) -> sheaf_tensor::Result<()> {
         cx.backend.binary(self.0, &cx.args[0], &cx.args[1], cx.out)
     }
+    fn backward_writes(&self, i: usize, _n: usize, _attr: Attr) -> bool {
+        // A sum's gradients are `dy` as it is (a difference's first): a
+        // copy needs no zeroed buffer to add into.
+        matches!((self.0, i), (Binary::Add, 0 | 1) | (Binary::Sub, 0))
+    }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
+        let writes = [cx.writes(0), cx.writes(1)];
         let (a, b, dy, be) = (&cx.args[0], &cx.args[1], cx.dout, cx.backend);
         let (da, db) = match cx.dargs.as_mut_slice() {
             [da, db] => (da, db),
@@ -91,9 +97,18 @@ impl Op for BinaryOp {
         match self.0 {
             Binary::Add | Binary::Sub => {
                 if let Some(da) = da {
-                    be.axpy(1.0, dy, da.reborrow())?;
+                    match writes[0] {
+                        true => be.copy_cols(dy, 0, da.reborrow(), 0, dy.row_len(), false)?,
+                        false => be.axpy(1.0, dy, da.reborrow())?,
+                    }
                 }
                 if let Some(db) = db {
+                    if writes[1] {
+                        // Only an addition declares its second gradient
+                        // written (see `backward_writes`).
+                        be.copy_cols(dy, 0, db.reborrow(), 0, dy.row_len(), false)?;
+                        return Ok(());
+                    }
                     let sign = if self.0 == Binary::Add { 1.0 } else { -1.0 };
                     be.axpy(sign, dy, db.reborrow())?;
                 }
