@@ -27,6 +27,12 @@ impl VertexFn {
         u32::MAX - 1 - k as u32
     }
 
+    /// The field whose placeholder `value` is, if it is one.
+    pub(super) fn field_index(value: u32) -> Option<usize> {
+        let k = (u32::MAX - 1).checked_sub(value)? as usize;
+        (k < VertexFn::MAX_FIELDS).then_some(k)
+    }
+
     /// [`VertexFn::trace`] for a function that reads `fields` per-call
     /// values (at most [`VertexFn::MAX_FIELDS`]): `f` gets their
     /// placeholders ([`VertexFn::field`]) to pass where ops take data (a
@@ -105,8 +111,7 @@ impl Fields {
     /// Field `k` of `data` (a packed word) if `step` is field `k`'s
     /// placeholder.
     fn decode(&self, step: u32) -> Option<(u32, u32)> {
-        let k = (u32::MAX - 1).checked_sub(step)? as usize;
-        self.radix.get(k).copied()
+        self.radix.get(VertexFn::field_index(step)?).copied()
     }
 }
 

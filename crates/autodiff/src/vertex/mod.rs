@@ -159,10 +159,7 @@ impl Graph {
         };
         let slot = match value == VertexFn::DATA {
             true => &mut t.data_below,
-            false => match (u32::MAX - 1)
-                .checked_sub(value)
-                .and_then(|k| t.fields.get_mut(k as usize))
-            {
+            false => match VertexFn::field_index(value).and_then(|k| t.fields.get_mut(k)) {
                 Some(field) => field,
                 None => return false,
             },
