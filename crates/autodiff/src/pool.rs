@@ -83,3 +83,37 @@ pub(crate) fn give(t: Tensor) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Graph, ParamStore, Sequential};
+    use sheaf_tensor::Unary;
+
+    /// The capacities of the buffers this thread's pool holds.
+    fn held() -> Vec<usize> {
+        FREE.with(|f| f.borrow().iter().map(Tensor::capacity).collect())
+    }
+
+    #[test]
+    fn an_activations_gradient_buffer_goes_back_to_the_pool() {
+        FREE.with(|f| f.borrow_mut().clear());
+        let mut g = Graph::new();
+        let t = |dims: &[usize], v: f32| {
+            let n = dims.iter().product();
+            Tensor::from_vec(vec![v; n], Shape::try_from(dims).unwrap()).unwrap()
+        };
+        let (b, w, x) = (
+            g.input(t(&[7], 0.5)),
+            g.input(t(&[7, 3], 0.25)),
+            g.input(t(&[3], 1.0)),
+        );
+        let y = g.affine_act(Unary::Relu, b, &[(w, x)]).unwrap();
+        let loss = g.sum_elems(y).unwrap();
+        let store = ParamStore::new();
+        Sequential::new().backward(&mut g, &store, loss).unwrap();
+        // The gradient before the relu ([7]) was taken from the pool and
+        // given back; a view of it still alive at the give would drop it.
+        assert!(held().iter().any(|&c| c >= 7), "pool holds {:?}", held());
+    }
+}

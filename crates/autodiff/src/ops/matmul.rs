@@ -323,8 +323,8 @@ impl Op for Affine {
                 Some(d)
             }
         };
-        let dy = as_rows(before_act.as_ref().unwrap_or(cx.dout))?;
-        let dy = &dy;
+        let dy_rows = as_rows(before_act.as_ref().unwrap_or(cx.dout))?;
+        let dy = &dy_rows;
         if self.bias {
             if let Some(Some(db)) = cx.dargs.first_mut() {
                 be.col_sums_acc(dy, db.reborrow())?;
@@ -379,6 +379,9 @@ impl Op for Affine {
                 weight_grad(dw)?;
             }
         }
+        // `dy` may share `before_act`'s buffer: dropped first, so the pool
+        // can keep it (a shared buffer is not kept).
+        drop(dy_rows);
         if let Some(d) = before_act {
             crate::pool::give(d);
         }
