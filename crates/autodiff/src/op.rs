@@ -350,4 +350,16 @@ pub trait Op: Send + Sync + 'static {
     fn keeps(&self) -> usize {
         0
     }
+
+    /// For an op computing a sum of products `W_k x_k` (a weight `[out,
+    /// in_k]` shared by the batch, an input `[in_k]` stacked) over its
+    /// arguments from index `f` on, laid out `W_1, x_1, W_2, x_2, ...`
+    /// (what came before them, a bias, untouched): `Some(f)`. Any number
+    /// of pairs must be accepted. A vertex function then replaces a term
+    /// whose input is a concatenation `[x_a; x_b]` by the terms
+    /// `W[:, a] x_a + W[:, b] x_b` over column blocks of the weight, and
+    /// never makes the concatenation. Default: `None`.
+    fn product_terms_from(&self) -> Option<usize> {
+        None
+    }
 }

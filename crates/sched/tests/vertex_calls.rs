@@ -385,7 +385,7 @@ fn per_call_data_puts_lookups_and_losses_inside_functions() {
         nodes(true),
         nodes(false)
     );
-    every_executor_matches(&mut store, &params, (want, &want_g), |g| {
+    common::every_executor_matches(&mut store, &params, (want, &want_g), |g| {
         loss_with_data(g, &fns, &trees)
     });
 }
@@ -489,7 +489,7 @@ fn per_call_fields_make_whole_vertices_one_call() {
         "{} nodes for {tree_nodes} tree nodes",
         g.len()
     );
-    every_executor_matches(&mut store, &params, (want, &want_g), |g| {
+    common::every_executor_matches(&mut store, &params, (want, &want_g), |g| {
         loss_whole(g, &fns, &trees)
     });
 }
@@ -632,32 +632,6 @@ fn steps_no_gradient_needs_are_not_run_backward() {
                     let e = r.unwrap_err().to_string();
                     assert!(e.contains("ran backward"), "{strategy:?}: {e}");
                 }
-            }
-        }
-    }
-}
-
-/// Sequential, Depth, Agenda and Auto (twice each: Auto times both
-/// candidates first) give `want`'s loss and gradients for `build`'s graph.
-fn every_executor_matches(
-    store: &mut ParamStore,
-    params: &[Param],
-    (want, want_g): (f32, &[Vec<f32>]),
-    build: impl Fn(&mut Graph) -> Result<Expr>,
-) {
-    let mut execs: Vec<Option<Executor>> = vec![None];
-    for s in [Strategy::Depth, Strategy::Agenda, Strategy::Auto] {
-        execs.push(Some(Executor::new(s)));
-    }
-    for mut ex in execs {
-        let what = ex
-            .as_ref()
-            .map_or("Sequential".into(), |e| format!("{:?}", e.strategy()));
-        for round in 0..2 {
-            let (v, grads) = common::loss_and_grads(store, params, ex.as_mut(), &build);
-            close(&format!("{what} round {round} loss"), &[v], &[want]);
-            for (k, (a, b)) in grads.iter().zip(want_g).enumerate() {
-                close(&format!("{what} round {round} gradient {k}"), a, b);
             }
         }
     }

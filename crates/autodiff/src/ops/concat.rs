@@ -15,6 +15,12 @@ use crate::{Expr, Graph};
 static CONCAT: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Concat));
 static SLICE: LazyLock<Arc<dyn Op>> = LazyLock::new(|| Arc::new(Slice));
 
+/// Whether `op` is the concatenation (the one instance every
+/// [`Graph::concat`] node shares).
+pub(crate) fn is_concat(op: &Arc<dyn Op>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(op), Arc::as_ptr(&*CONCAT))
+}
+
 fn bad_args(op: &'static str) -> TensorError {
     TensorError::InvalidArgument {
         op,

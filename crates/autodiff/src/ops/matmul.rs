@@ -304,6 +304,9 @@ impl Op for Affine {
         }
         Ok(())
     }
+    fn product_terms_from(&self) -> Option<usize> {
+        Some(self.first())
+    }
     fn backward_writes(&self, i: usize, n: usize, _attr: Attr) -> bool {
         // An input's gradient is one product, written with beta 0.
         self.arg_role(i, n) == ArgRole::Stack

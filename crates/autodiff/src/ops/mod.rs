@@ -18,6 +18,7 @@ mod softmax;
 mod index;
 
 mod concat;
+pub(crate) use concat::is_concat;
 
 mod reshape;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sheaf_tensor::{Backend, Shape, Tensor, TensorMut};
 
-use super::{Region, Src, Template};
+use super::{split, Region, Src, Template};
 use crate::op::{ArgRole, Attr, Backward, Cost, Forward, Op, ShapeError};
 use crate::pool;
 
@@ -57,6 +57,15 @@ impl CallOp {
             }
             Src::Param(i) => call_args[t.arg_shapes.len() + i].clone(),
             Src::Const(i) => t.consts[i].to_device(backend.device())?,
+            Src::Block(i) => {
+                // Cut out of the weight once per batch ([out, in_k]).
+                let b = t.blocks[i];
+                let w = &call_args[t.arg_shapes.len() + b.param];
+                let rows = w.shape().dims().first().copied().unwrap_or(0);
+                let mut cols = pool::take(split::block_shape(rows, b), false, backend.device())?;
+                backend.copy_cols(w, b.start, cols.view_mut()?, 0, b.end - b.start, false)?;
+                cols
+            }
         };
         match role {
             ArgRole::Share => Ok(shared),
@@ -312,6 +321,10 @@ impl CallOp {
             Src::Const(_) => false,
             Src::Arg(i) => outer.get(i).copied().unwrap_or(false),
             Src::Param(i) => outer.get(n_args + i).copied().unwrap_or(false),
+            Src::Block(i) => outer
+                .get(n_args + t.blocks[i].param)
+                .copied()
+                .unwrap_or(false),
             Src::Step(m) => needs[m],
         };
         let mut needs = vec![false; t.steps.len()];
@@ -456,6 +469,13 @@ impl CallOp {
                     Src::Param(i) => {
                         if let Some(Some(d)) = cx.dargs.get_mut(n_args + i) {
                             add_param_grad(be, &h, s.roles[k], b, d.reborrow())?;
+                        }
+                    }
+                    Src::Block(i) => {
+                        let block = t.blocks[i];
+                        if let Some(Some(d)) = cx.dargs.get_mut(n_args + block.param) {
+                            let n = block.end - block.start;
+                            be.copy_cols(&h, 0, d.reborrow(), block.start, n, true)?;
                         }
                     }
                     Src::Const(_) => {}

@@ -40,10 +40,12 @@ mod build;
 mod call;
 mod fields;
 mod scan;
+mod split;
 
 pub(crate) use build::CallCache;
 use call::CallOp;
 use fields::Fields;
+use split::Block;
 
 /// A traced vertex function; cheap to clone (shared template).
 #[derive(Clone)]
@@ -80,6 +82,9 @@ pub(super) enum Src {
     Const(usize),
     /// The output of step `i`.
     Step(usize),
+    /// Column block `i` of a parameter ([`Template::blocks`]): a product
+    /// term's weight where F's concatenation was split (see `split.rs`).
+    Block(usize),
 }
 
 /// One op of the template.
@@ -115,6 +120,8 @@ struct Template {
     arg_shapes: Vec<Shape>,
     params: Vec<Param>,
     consts: Vec<Tensor>,
+    /// The parameters' column blocks that steps read ([`Src::Block`]).
+    blocks: Vec<Block>,
     steps: Vec<Step>,
     regions: Vec<Region>,
     /// Values per instance in the auxiliary buffer.
@@ -358,15 +365,12 @@ impl Template {
         outputs: Vec<(usize, Shape)>,
     ) -> Result<Template> {
         // Only what the output needs (dead ops are dropped).
-        let mut live = vec![false; out.index() + 1];
-        live[out.index()] = true;
-        for i in (0..=out.index()).rev() {
-            if live[i] {
-                for a in g.args(NodeId(i as u32)) {
-                    live[a.index()] = true;
-                }
-            }
-        }
+        let live = live_nodes(g, out, &[]);
+        // Concatenations only products read are not made: the products
+        // read their parts (and the weights' column blocks) instead.
+        let split = split::split_concats(g, &live, out);
+        let live = live_nodes(g, out, &split);
+        let mut blocks = Vec::new();
         let n_args = arg_shapes.len();
         let mut src: Vec<Option<Src>> = vec![None; out.index() + 1];
         let mut consts = Vec::new();
@@ -405,13 +409,45 @@ impl Template {
                 NodeKind::Op => {
                     let op = g.op_shared(id);
                     let ids = g.args(id);
-                    let n = ids.len();
-                    let mut args = Vec::with_capacity(n);
-                    let mut roles = Vec::with_capacity(n);
-                    for (k, a) in ids.iter().enumerate() {
-                        let s = src[a.index()].ok_or_else(|| {
+                    let mut args = Vec::with_capacity(ids.len());
+                    let mut shapes: Vec<Shape> = Vec::with_capacity(ids.len());
+                    let traced = |a: NodeId| {
+                        src[a.index()].ok_or_else(|| {
                             params_err(name, format!("node {a} is used before it is traced"))
-                        })?;
+                        })
+                    };
+                    for &a in ids {
+                        if !split[a.index()] {
+                            args.push(traced(a)?);
+                            shapes.push(g.node(a).shape());
+                            continue;
+                        }
+                        // A split concatenation: its weight (just pushed)
+                        // becomes one column block per part.
+                        let (Some(Src::Param(p)), Some(w)) = (args.pop(), shapes.pop()) else {
+                            return Err(params_err(name, "a split product lost its weight".into()));
+                        };
+                        for (part, start, end) in split::parts(g, a) {
+                            let block = Block {
+                                param: p,
+                                start,
+                                end,
+                            };
+                            args.push(Src::Block(split::block_index(&mut blocks, block)));
+                            shapes.push(split::block_shape(w.dims()[0], block));
+                            args.push(traced(part)?);
+                            shapes.push(g.node(part).shape());
+                        }
+                    }
+                    if op.infer_shape(&shapes, node.attr()).ok() != Some(node.shape()) {
+                        return Err(params_err(
+                            name,
+                            format!("{} over split concatenations changes its shape", op.name()),
+                        ));
+                    }
+                    let n = args.len();
+                    let mut roles = Vec::with_capacity(n);
+                    for (k, &s) in args.iter().enumerate() {
                         let role = op.arg_role(k, n);
                         if role == ArgRole::Share && matches!(s, Src::Arg(_) | Src::Step(_)) {
                             return Err(params_err(
@@ -423,10 +459,8 @@ impl Template {
                                 ),
                             ));
                         }
-                        args.push(s);
                         roles.push(role);
                     }
-                    let shapes: Vec<Shape> = ids.iter().map(|a| g.node(*a).shape()).collect();
                     let aux = op.aux_shape(&node.shape(), &shapes, node.attr());
                     let aux = match aux {
                         Some(s) => Some((region(numel(name, s)?), s)),
@@ -465,6 +499,7 @@ impl Template {
             arg_shapes,
             params,
             consts,
+            blocks,
             out_shape: g.node(out).shape(),
             steps,
             regions,
@@ -477,6 +512,24 @@ impl Template {
             cost,
         })
     }
+}
+
+/// Which nodes of the trace `out` depends on, reading the parts of the
+/// `split` concatenations in their place.
+fn live_nodes(g: &Graph, out: NodeId, split: &[bool]) -> Vec<bool> {
+    let mut live = vec![false; out.index() + 1];
+    live[out.index()] = true;
+    for i in (0..=out.index()).rev() {
+        if live[i] {
+            for a in g.args(NodeId(i as u32)) {
+                match split.get(a.index()).copied().unwrap_or(false) {
+                    true => g.args(*a).iter().for_each(|p| live[p.index()] = true),
+                    false => live[a.index()] = true,
+                }
+            }
+        }
+    }
+    live
 }
 
 impl Graph {

@@ -105,7 +105,8 @@ fn hoistable(t: &Template) -> Vec<bool> {
                     h[m]
                 }
                 Src::Param(_) | Src::Const(_) => role == ArgRole::Share,
-                Src::Arg(_) => false,
+                // Hoisted steps take whole parameters only.
+                Src::Arg(_) | Src::Block(_) => false,
             };
         }
         h[j] = ok && reads_x;
@@ -133,6 +134,11 @@ impl ScanOp {
             Src::Param(i) => Ok(args[2 + i].clone()),
             Src::Const(i) => self.template().consts[i].to_device(be.device()),
             Src::Step(m) => values[m].clone().ok_or(missing),
+            Src::Block(_) => Err(sheaf_tensor::TensorError::InvalidArgument {
+                op: "scan",
+                arg: "a hoisted step's weight",
+                reason: "is a column block, which hoisted steps never read",
+            }),
         }
     }
 }
@@ -511,7 +517,7 @@ impl Op for ScanOp {
                             .get_mut(2 + i)
                             .and_then(|d| d.take())
                             .map(|d| d.reborrow()),
-                        Src::Const(_) => None,
+                        Src::Const(_) | Src::Block(_) => None,
                         Src::Step(m) => match pending.iter().position(|(k, _)| *k == m) {
                             Some(p) => Some(pending.swap_remove(p).1.view_mut()?),
                             None => None,

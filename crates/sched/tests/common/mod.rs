@@ -243,6 +243,32 @@ pub fn loss_and_grads(
     (host(&value).item::<f32>().unwrap(), grads)
 }
 
+/// Sequential, Depth, Agenda and Auto (twice each: Auto times both
+/// candidates first) give `want`'s loss and gradients for `build`'s graph.
+pub fn every_executor_matches(
+    store: &mut ParamStore,
+    params: &[Param],
+    (want, want_g): (f32, &[Vec<f32>]),
+    build: impl Fn(&mut Graph) -> sheaf_autodiff::Result<Expr>,
+) {
+    let mut execs: Vec<Option<Executor>> = vec![None];
+    for s in [Strategy::Depth, Strategy::Agenda, Strategy::Auto] {
+        execs.push(Some(Executor::new(s)));
+    }
+    for mut ex in execs {
+        let what = ex
+            .as_ref()
+            .map_or("Sequential".into(), |e| format!("{:?}", e.strategy()));
+        for round in 0..2 {
+            let (v, grads) = loss_and_grads(store, params, ex.as_mut(), &build);
+            assert_close_within(&format!("{what} round {round} loss"), &[v], &[want], 1e-5);
+            for (k, (a, b)) in grads.iter().zip(want_g).enumerate() {
+                assert_close_within(&format!("{what} round {round} gradient {k}"), a, b, 1e-5);
+            }
+        }
+    }
+}
+
 /// Asserts two snapshots agree: every node value and gradient, every
 /// parameter gradient. `g` (either graph) names the ops in messages.
 pub fn assert_same(got: &Snapshot, reference: &Snapshot, g: &Graph, what: &str) {
