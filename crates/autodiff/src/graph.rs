@@ -112,6 +112,8 @@ pub struct Graph {
     /// The distinct shapes of the graph's nodes, and their ids.
     pub(crate) shapes: Vec<Shape>,
     shape_ids: FxHashMap<Shape, u32>,
+    /// The shape id interned last.
+    last_shape: u32,
     /// The planning view of `nodes`, kept in step.
     pub(crate) plan_nodes: Vec<PlanNode>,
     /// The arguments of nodes with more than [`PlanNode::INLINE`].
@@ -208,6 +210,7 @@ impl Graph {
             nodes: Vec::new(),
             shapes: Vec::new(),
             shape_ids: FxHashMap::default(),
+            last_shape: 0,
             plan_nodes: Vec::new(),
             arg_list: Vec::new(),
             ops: instances(),
@@ -243,6 +246,7 @@ impl Graph {
         self.nodes.clear();
         self.shapes.clear();
         self.shape_ids.clear();
+        self.last_shape = 0;
         self.plan_nodes.clear();
         self.arg_list.clear();
         self.sig_ids.clear();
@@ -443,12 +447,22 @@ impl Graph {
 
     /// The id of `shape` among the graph's shapes, added if new.
     fn intern_shape(&mut self, shape: Shape) -> u32 {
-        if let Some(&id) = self.shape_ids.get(&shape) {
-            return id;
+        // Nodes added one after another mostly share a shape (a model's
+        // inputs, row by row): checked before hashing.
+        let last = self.last_shape as usize;
+        if self.shapes.get(last) == Some(&shape) {
+            return last as u32;
         }
-        let id = self.shapes.len() as u32;
-        self.shapes.push(shape);
-        self.shape_ids.insert(shape, id);
+        let id = match self.shape_ids.get(&shape) {
+            Some(&id) => id,
+            None => {
+                let id = self.shapes.len() as u32;
+                self.shapes.push(shape);
+                self.shape_ids.insert(shape, id);
+                id
+            }
+        };
+        self.last_shape = id;
         id
     }
 

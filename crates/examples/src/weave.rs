@@ -394,14 +394,13 @@ impl WeaveVertex {
             };
             let all = sheaf_tensor::Tensor::from_vec(flat, [n, len]).map_err(err)?;
             (0..n)
-                .map(|i| {
-                    let row = all.rows(i..i + 1).map_err(err)?;
-                    Ok(g.input(row.reshape([len]).map_err(err)?))
-                })
+                .map(|i| Ok(g.input(all.row(i).map_err(err)?)))
                 .collect()
         };
         let atoms = rows(g, m.atoms.concat(), self.atom_in)?;
-        let pair_inputs = rows(g, m.pairs.concat().concat(), PAIR_FEATURES)?;
+        // Flattened in one pass (`concat` twice would clone every row).
+        let flat = m.pairs.iter().flatten().flatten().copied().collect();
+        let pair_inputs = rows(g, flat, PAIR_FEATURES)?;
         let mut pair_inputs = pair_inputs.into_iter();
         let n = atoms.len();
         if m.pairs.len() != n {

@@ -39,6 +39,8 @@ impl Executor {
         // Shapes in order of first appearance, each with its inputs.
         let mut groups: Vec<(Shape, Vec<NodeId>)> = Vec::new();
         let mut group_of: FxHashMap<Shape, usize> = FxHashMap::default();
+        // Inputs mostly come in runs of one shape: the last group first.
+        let mut last: Option<(Shape, usize)> = None;
         for i in start..end {
             let n = NodeId::from_index(i);
             let NodeKind::Input(k) = g.node(n).kind() else {
@@ -49,10 +51,15 @@ impl Executor {
                 && v.dtype() == DType::F32
                 && v.numel() <= MAX_STACKED_NUMEL;
             if stackable {
-                let at = *group_of.entry(v.shape()).or_insert_with(|| {
-                    groups.push((v.shape(), Vec::new()));
-                    groups.len() - 1
-                });
+                let shape = v.shape();
+                let at = match last {
+                    Some((s, at)) if s == shape => at,
+                    _ => *group_of.entry(shape).or_insert_with(|| {
+                        groups.push((shape, Vec::new()));
+                        groups.len() - 1
+                    }),
+                };
+                last = Some((shape, at));
                 groups[at].1.push(n);
             } else {
                 let v = v
