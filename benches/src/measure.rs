@@ -81,3 +81,32 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R 
         Err(e) => panic!("cannot build a rayon pool of {threads} threads: {e}"),
     }
 }
+
+/// Paired timing where the machine's speed drifts (a shared or throttled
+/// host: runs a minute apart differed by 20-30% on the 2-core builders):
+/// each of `rounds` rounds times every runner once, starting one further
+/// along each round, so drift between rounds cancels out of each round's
+/// ratios. Returns each runner's seconds per round.
+pub fn interleaved(
+    rounds: usize,
+    runners: &mut [&mut dyn FnMut() -> Result<(), String>],
+) -> Result<Vec<Vec<f64>>, String> {
+    let n = runners.len();
+    let mut secs = vec![Vec::with_capacity(rounds); n];
+    for round in 0..rounds {
+        for k in 0..n {
+            let i = (round + k) % n;
+            let start = std::time::Instant::now();
+            runners[i]()?;
+            secs[i].push(start.elapsed().as_secs_f64());
+        }
+    }
+    Ok(secs)
+}
+
+/// The median of `xs` (the upper one of an even count; NaN when empty).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}

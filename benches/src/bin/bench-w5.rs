@@ -11,7 +11,7 @@ use std::time::Instant;
 use clap::Parser;
 use sheaf_autodiff::ParamStore;
 use sheaf_benches::bound::{record_gemms, Products};
-use sheaf_benches::measure::{with_threads, Budget};
+use sheaf_benches::measure::{interleaved, median, with_threads, Budget};
 use sheaf_benches::peak::sgemm_peak_gflops;
 use sheaf_benches::report::{default_results_path, Report};
 use sheaf_benches::w5::{
@@ -117,6 +117,61 @@ fn time_hand(
     let mut store = ParamStore::new();
     let mut hand = w5_hand::model(&mut store, atom_in, 1)?;
     time_updates(warm, timed, |chunk| hand.step(&mut store, chunk).map(drop))
+}
+
+/// The vertex forms' speed against the hand-batched step with the three
+/// timed in turn ([`interleaved`]): per form the median of the rounds'
+/// ratios, and their range.
+fn paired_ratios(
+    atom_in: usize,
+    warm: &[Molecule],
+    timed: &[Molecule],
+    rounds: usize,
+) -> Result<String, String> {
+    let (mut hs, mut ds, mut as_) = (ParamStore::new(), ParamStore::new(), ParamStore::new());
+    let mut hand = w5_hand::model(&mut hs, atom_in, 1)?;
+    let mut depth = vertex_model(&mut ds, atom_in, Strategy::Depth, 1)?;
+    let mut agenda = vertex_model(&mut as_, atom_in, Strategy::Agenda, 1)?;
+    let (mut dopt, mut aopt) = (optimizer(), optimizer());
+    let mut run_hand = |mols: &[Molecule]| {
+        mols.chunks(BATCH)
+            .try_for_each(|c| hand.step(&mut hs, c).map(drop))
+    };
+    let mut run_depth = |mols: &[Molecule]| {
+        mols.chunks(BATCH)
+            .try_for_each(|c| train_step_vertex(&mut depth, &mut ds, &mut dopt, c).map(drop))
+    };
+    let mut run_agenda = |mols: &[Molecule]| {
+        mols.chunks(BATCH)
+            .try_for_each(|c| train_step_vertex(&mut agenda, &mut as_, &mut aopt, c).map(drop))
+    };
+    run_hand(warm)?;
+    run_depth(warm)?;
+    run_agenda(warm)?;
+    let secs = interleaved(
+        rounds,
+        &mut [
+            &mut || run_hand(timed),
+            &mut || run_depth(timed),
+            &mut || run_agenda(timed),
+        ],
+    )?;
+    let ratio = |form: usize| {
+        let r: Vec<f64> = secs[0]
+            .iter()
+            .zip(&secs[form])
+            .map(|(h, v)| h / v)
+            .collect();
+        let (lo, hi) = r
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        format!("{:.3} ({lo:.3}-{hi:.3})", median(&r))
+    };
+    Ok(format!(
+        "depth+vf/hand {}, agenda+vf/hand {}",
+        ratio(1),
+        ratio(2)
+    ))
 }
 
 /// What every row of a run shares.
@@ -294,6 +349,10 @@ fn run(args: Args) -> Result<(), String> {
             of("depth+vf", "depth"),
             of("agenda+vf", "agenda"),
         );
+        let rounds = if args.quick { 3 } else { 7 };
+        let paired = with_threads(threads, || paired_ratios(atom_in, warm, timed, rounds))
+            .map_err(|e| format!("interleaved runs at {threads} thread(s): {e}"))?;
+        println!("  interleaved ({rounds} rounds, each form once a round in turn): {paired}");
     }
     let path = args.out.unwrap_or_else(default_results_path);
     report
