@@ -333,7 +333,9 @@ fn atom_update(m: &Module, g: &mut Graph, a: Expr, pa: Expr) -> Result<Vec<Expr>
 }
 
 impl Weave {
-    /// The model's vertex functions (traced here, once).
+    /// The model's vertex functions (traced here, once), their
+    /// concatenations split ([`VertexFn::with_split_products`]: thousands
+    /// of pairs per batch against weights of `hidden` rows).
     pub fn vertex_functions(&self) -> Result<WeaveVertex, GraphError> {
         let [m1, m2] = &self.modules;
         let d = self.head.params().0.shape().dims()[1];
@@ -346,7 +348,8 @@ impl Weave {
             let ji = g.concat(&[aj, ai])?;
             let (u, v) = (ap.apply(g, ij)?, ap.apply(g, ji)?);
             Ok(vec![g.add(u, v)?])
-        })?;
+        })?
+        .with_split_products();
         let (one, two) = (m1.clone(), m2.clone());
         let pair = VertexFn::trace("weave pair", &[h, p_in], move |g, x| {
             let (ap, p) = (x[0], x[1]);
@@ -356,18 +359,21 @@ impl Weave {
             let p_next = one.p.apply(g, both)?;
             let term2 = two.pa.apply(g, p_next)?;
             Ok(vec![g.concat(&[term1, term2])?])
-        })?;
+        })?
+        .with_split_products();
         let terms = Shape::from([2 * d]);
         let one = m1.clone();
         let atom1 = VertexFn::trace("weave atom 1", &[a_in, terms], move |g, x| {
             let pa = g.slice(x[1], 0, d)?;
             atom_update(&one, g, x[0], pa)
-        })?;
+        })?
+        .with_split_products();
         let two = m2.clone();
         let atom2 = VertexFn::trace("weave atom 2", &[h, terms], move |g, x| {
             let pa = g.slice(x[1], d, 2 * d)?;
             atom_update(&two, g, x[0], pa)
-        })?;
+        })?
+        .with_split_products();
         Ok(WeaveVertex {
             hidden: d,
             atom_to_pair,

@@ -1,7 +1,7 @@
-//! Products of concatenations inside vertex functions: a concatenation
-//! read only as a product term's input (over a parameter weight) is not
-//! made, the product reads its parts over column blocks of the weight
-//! instead. Calls of such an F give the inlined ops' loss and every
+//! Products of concatenations inside vertex functions
+//! (`VertexFn::with_split_products`): a concatenation read only as a
+//! product term's input (over a parameter weight) is not made, the
+//! product reads its parts over column blocks of the weight instead. Calls of such an F give the inlined ops' loss and every
 //! gradient under every executor, in every pattern: a concatenation read
 //! by two products, one whose parts repeat, one also read by another op
 //! or nested in another concatenation (both made), a constant weight
@@ -103,9 +103,10 @@ fn split_concatenations_equal_the_inlined_ops_under_every_executor() {
         move |g, a| f(g, &traced, a[0], a[1]),
     )
     .unwrap();
-    // 17 ops inlined; c1, c2, c3 and the nested outer one are not made.
-    assert_eq!(fun.ops(), 13);
-    let chains = [1, 3, 2, 4];
+    // 17 ops; split, c1, c2, c3 and the nested outer one are not made.
+    assert_eq!((fun.ops(), fun.split_ops()), (17, Some(13)));
+    let fun = fun.with_split_products();
+    let chains = [1, 3, 2, 4, 5, 2, 3, 1, 4, 4, 2, 5];
     let (want, want_g) = loss_and_grads(&mut store, &p, None, |g| loss(g, &p, None, &chains));
     every_executor_matches(&mut store, &p, (want, &want_g), |g| {
         loss(g, &p, Some(&fun), &chains)

@@ -52,6 +52,9 @@ use split::Block;
 pub struct VertexFn {
     op: Arc<dyn Op>,
     template: Arc<Template>,
+    /// F with its concatenations that only products read split (see
+    /// `split.rs`), if it has any.
+    split: Option<Arc<Template>>,
     /// The ops of its scans ([`Graph::scan`]), one per padded length.
     scans: Arc<std::sync::Mutex<ScanOps>>,
 }
@@ -270,24 +273,40 @@ impl VertexFn {
             ));
         }
         let tracing = g.tracing.take().unwrap_or_default();
-        let mut template =
-            Template::from_trace(&g, name, args.to_vec(), tracing.params, out_node, outputs)?;
-        template.data_below = tracing.data_below;
-        if fields > 0 {
-            if tracing.data_below.is_some() {
+        let fields = match fields {
+            0 => None,
+            _ if tracing.data_below.is_some() => {
                 return Err(params_err(
                     name,
                     "reads VertexFn::DATA and per-call fields: use the fields only".into(),
-                ));
+                ))
             }
-            let (layout, below) = Fields::new(name, &tracing.fields)?;
-            template.fields = layout;
-            template.data_below = Some(below);
-        }
-        let template = Arc::new(template);
+            _ => Some(Fields::new(name, &tracing.fields)?),
+        };
+        let make = |split: bool| -> Result<Template> {
+            let mut t = Template::from_trace(
+                &g,
+                name,
+                args.to_vec(),
+                tracing.params.clone(),
+                out_node,
+                outputs.clone(),
+                split,
+            )?;
+            t.data_below = tracing.data_below;
+            if let Some((layout, below)) = &fields {
+                t.fields = layout.clone();
+                t.data_below = Some(*below);
+            }
+            Ok(t)
+        };
+        let template = Arc::new(make(false)?);
+        let split = make(true)?;
+        let split = (!split.blocks.is_empty()).then(|| Arc::new(split));
         Ok(VertexFn {
             op: Arc::new(CallOp(Arc::clone(&template))),
             template,
+            split,
             scans: Arc::default(),
         })
     }
@@ -327,6 +346,31 @@ impl VertexFn {
         self.template.steps.len()
     }
 
+    /// Where F has concatenations that only products read (an affine
+    /// layer on `[x_a; x_b]`): the ops of one call of
+    /// [`VertexFn::with_split_products`].
+    pub fn split_ops(&self) -> Option<usize> {
+        self.split.as_ref().map(|t| t.steps.len())
+    }
+
+    /// F with every concatenation that only products read not made: each
+    /// product reads the parts over column blocks of its weight (`W[:, a]
+    /// x_a + W[:, b] x_b`), cut out per batch. It pays where batches have
+    /// more calls than the weights have rows (W5's pairs: thousands of
+    /// calls, weights of 50 rows; +7-17% there) and costs where they have
+    /// fewer (a Tree-LSTM node's tree levels against a weight of `5 H`
+    /// rows: -15% on W1). A function without such concatenations is
+    /// returned as it is. Calls of the two are different ops (they never
+    /// share a batch); values and gradients equal the traced F's up to
+    /// the rounding of the sums in another order.
+    pub fn with_split_products(&self) -> VertexFn {
+        let mut f = self.clone();
+        if let Some(split) = &self.split {
+            f.op = Arc::new(CallOp(Arc::clone(split)));
+        }
+        f
+    }
+
     /// The op of its call nodes (to check it like any op, e.g. with
     /// [`crate::testing::check_batching`]).
     pub fn op(&self) -> &Arc<dyn Op> {
@@ -363,12 +407,16 @@ impl Template {
         params: Vec<Param>,
         out: NodeId,
         outputs: Vec<(usize, Shape)>,
+        split: bool,
     ) -> Result<Template> {
         // Only what the output needs (dead ops are dropped).
         let live = live_nodes(g, out, &[]);
         // Concatenations only products read are not made: the products
         // read their parts (and the weights' column blocks) instead.
-        let split = split::split_concats(g, &live, out);
+        let split = match split {
+            true => split::split_concats(g, &live, out),
+            false => Vec::new(),
+        };
         let live = live_nodes(g, out, &split);
         let mut blocks = Vec::new();
         let n_args = arg_shapes.len();
@@ -417,7 +465,7 @@ impl Template {
                         })
                     };
                     for &a in ids {
-                        if !split[a.index()] {
+                        if !split.get(a.index()).copied().unwrap_or(false) {
                             args.push(traced(a)?);
                             shapes.push(g.node(a).shape());
                             continue;

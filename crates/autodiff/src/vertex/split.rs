@@ -4,7 +4,14 @@
 //! never made. Each term reads a column block of the weight instead (cut
 //! out once per batch: `[out, in_k]`, small), and the block's gradient is
 //! added into the weight's columns. A batch saves the copy of every
-//! concatenated row forward and of its gradient backward.
+//! concatenated row forward and of its gradient backward, and pays a copy
+//! of each block (`rows x width`, forward and backward) where the
+//! concatenation cost `batch x width`: a gain where batches have more
+//! rows than the weights (W5's pairs: thousands of calls, weights of 50
+//! rows), a loss where they have fewer (W1's Tree-LSTM node: batches of
+//! a tree level, a weight of 5 x 150 rows). So it is asked for per
+//! function ([`super::VertexFn::with_split_products`]), and the same
+//! for every batch: the sums' rounding must not depend on the batching.
 
 use sheaf_tensor::Shape;
 
