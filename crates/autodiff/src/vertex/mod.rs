@@ -410,14 +410,16 @@ impl Template {
         split: bool,
     ) -> Result<Template> {
         // Only what the output needs (dead ops are dropped).
-        let live = live_nodes(g, out, &[]);
+        let mut live = live_nodes(g, out, &[]);
         // Concatenations only products read are not made: the products
         // read their parts (and the weights' column blocks) instead.
         let split = match split {
             true => split::split_concats(g, &live, out),
             false => Vec::new(),
         };
-        let live = live_nodes(g, out, &split);
+        if split.contains(&true) {
+            live = live_nodes(g, out, &split);
+        }
         let mut blocks = Vec::new();
         let n_args = arg_shapes.len();
         let mut src: Vec<Option<Src>> = vec![None; out.index() + 1];
