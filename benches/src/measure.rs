@@ -83,22 +83,27 @@ pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R 
 }
 
 /// Paired timing where the machine's speed drifts (a shared or throttled
-/// host: runs a minute apart differed by 20-30% on the 2-core builders):
-/// each of `rounds` rounds times every runner once, starting one further
-/// along each round, so drift between rounds cancels out of each round's
-/// ratios. Returns each runner's seconds per round.
+/// host: runs a minute apart differed by 20-30% on the 2-core builders,
+/// and whole passes a second apart by 10-20%): each of `rounds` rounds
+/// runs every one of `steps` steps (an update each) with every runner in
+/// turn, starting one further along each step, so drift longer than a
+/// step cancels out of each round's ratios. Returns each runner's seconds
+/// per round (its steps summed).
 pub fn interleaved(
     rounds: usize,
-    runners: &mut [&mut dyn FnMut() -> Result<(), String>],
+    steps: usize,
+    runners: &mut [&mut dyn FnMut(usize) -> Result<(), String>],
 ) -> Result<Vec<Vec<f64>>, String> {
     let n = runners.len();
-    let mut secs = vec![Vec::with_capacity(rounds); n];
+    let mut secs = vec![vec![0.0; rounds]; n];
     for round in 0..rounds {
-        for k in 0..n {
-            let i = (round + k) % n;
-            let start = std::time::Instant::now();
-            runners[i]()?;
-            secs[i].push(start.elapsed().as_secs_f64());
+        for step in 0..steps {
+            for k in 0..n {
+                let i = (round + step + k) % n;
+                let start = std::time::Instant::now();
+                runners[i](step)?;
+                secs[i][round] += start.elapsed().as_secs_f64();
+            }
         }
     }
     Ok(secs)

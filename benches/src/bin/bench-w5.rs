@@ -133,27 +133,20 @@ fn paired_ratios(
     let mut depth = vertex_model(&mut ds, atom_in, Strategy::Depth, 1)?;
     let mut agenda = vertex_model(&mut as_, atom_in, Strategy::Agenda, 1)?;
     let (mut dopt, mut aopt) = (optimizer(), optimizer());
-    let mut run_hand = |mols: &[Molecule]| {
-        mols.chunks(BATCH)
-            .try_for_each(|c| hand.step(&mut hs, c).map(drop))
+    let warm_steps = |run: &mut dyn FnMut(&[Molecule]) -> Result<(), String>| {
+        warm.chunks(BATCH).try_for_each(run)
     };
-    let mut run_depth = |mols: &[Molecule]| {
-        mols.chunks(BATCH)
-            .try_for_each(|c| train_step_vertex(&mut depth, &mut ds, &mut dopt, c).map(drop))
-    };
-    let mut run_agenda = |mols: &[Molecule]| {
-        mols.chunks(BATCH)
-            .try_for_each(|c| train_step_vertex(&mut agenda, &mut as_, &mut aopt, c).map(drop))
-    };
-    run_hand(warm)?;
-    run_depth(warm)?;
-    run_agenda(warm)?;
+    warm_steps(&mut |c| hand.step(&mut hs, c).map(drop))?;
+    warm_steps(&mut |c| train_step_vertex(&mut depth, &mut ds, &mut dopt, c).map(drop))?;
+    warm_steps(&mut |c| train_step_vertex(&mut agenda, &mut as_, &mut aopt, c).map(drop))?;
+    let chunks: Vec<&[Molecule]> = timed.chunks(BATCH).collect();
     let secs = interleaved(
         rounds,
+        chunks.len(),
         &mut [
-            &mut || run_hand(timed),
-            &mut || run_depth(timed),
-            &mut || run_agenda(timed),
+            &mut |s| hand.step(&mut hs, chunks[s]).map(drop),
+            &mut |s| train_step_vertex(&mut depth, &mut ds, &mut dopt, chunks[s]).map(drop),
+            &mut |s| train_step_vertex(&mut agenda, &mut as_, &mut aopt, chunks[s]).map(drop),
         ],
     )?;
     let ratio = |form: usize| {
@@ -352,7 +345,7 @@ fn run(args: Args) -> Result<(), String> {
         let rounds = if args.quick { 3 } else { 7 };
         let paired = with_threads(threads, || paired_ratios(atom_in, warm, timed, rounds))
             .map_err(|e| format!("interleaved runs at {threads} thread(s): {e}"))?;
-        println!("  interleaved ({rounds} rounds, each form once a round in turn): {paired}");
+        println!("  interleaved ({rounds} rounds, each update by each form in turn): {paired}");
     }
     let path = args.out.unwrap_or_else(default_results_path);
     report
