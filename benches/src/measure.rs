@@ -95,16 +95,18 @@ pub fn interleaved(
     runners: &mut [&mut dyn FnMut(usize) -> Result<(), String>],
 ) -> Result<Vec<Vec<f64>>, String> {
     let n = runners.len();
-    let mut secs = vec![vec![0.0; rounds]; n];
+    let mut secs = vec![Vec::with_capacity(rounds); n];
     for round in 0..rounds {
+        let mut this = vec![0.0; n];
         for step in 0..steps {
             for k in 0..n {
                 let i = (round + step + k) % n;
                 let start = std::time::Instant::now();
                 runners[i](step)?;
-                secs[i][round] += start.elapsed().as_secs_f64();
+                this[i] += start.elapsed().as_secs_f64();
             }
         }
+        secs.iter_mut().zip(this).for_each(|(s, t)| s.push(t));
     }
     Ok(secs)
 }

@@ -113,11 +113,13 @@ pub fn train_step_vertex(
     let g = &mut m.graph;
     g.clear();
     let err = |e: sheaf_autodiff::GraphError| e.to_string();
-    let losses = batch
-        .iter()
-        .map(|mol| m.fns.build(g, mol).map(|(_, loss)| loss))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
+    let losses: Vec<Expr> = m
+        .fns
+        .build(g, batch)
+        .map_err(err)?
+        .into_iter()
+        .map(|(_, loss)| loss)
+        .collect();
     let total = g.sum(&losses).map_err(err)?;
     let mean = g.scale(total, 1.0 / batch.len() as f32).map_err(err)?;
     let loss = m.exec.forward(g, store, mean).map_err(|e| e.to_string())?;

@@ -131,6 +131,8 @@ pub struct Graph {
     /// Per vertex function (its op's address), what every call of it in
     /// this graph shares (`vertex/build.rs`).
     pub(crate) call_cache: FxHashMap<usize, crate::vertex::CallCache>,
+    /// Feeds bound in this graph ([`Graph::bind_feed`]).
+    pub(crate) feeds: Vec<crate::vertex::Bound>,
     /// Per op id, what building its nodes reuses (see [`OpCache`]).
     op_cache: Vec<OpCache>,
     pub(crate) sigs: Vec<SigInfo>,
@@ -219,6 +221,7 @@ impl Graph {
             scratch_shapes: Vec::new(),
             scratch_exprs: Vec::new(),
             call_cache: FxHashMap::default(),
+            feeds: Vec::new(),
             scratch_shape_ids: Vec::new(),
             scratch_key: Vec::new(),
             op_cache: Vec::new(),
@@ -265,6 +268,7 @@ impl Graph {
         self.ops.truncate(LeafOp::ALL.len());
         self.user_ops.clear();
         self.call_cache.clear();
+        self.feeds.clear();
     }
 
     /// Training mode turns dropout on; evaluation mode makes it the identity.

@@ -172,7 +172,7 @@ pub use init::Init;
 pub use op::{ArgRole, Attr, Backward, Cost, Forward, Keep, Op, ShapeError};
 pub use optim::{Method, Optimizer};
 pub use params::{GradAcc, Param, ParamId, ParamStore};
-pub use vertex::VertexFn;
+pub use vertex::{Feed, VertexFn};
 /// `use sheaf_autodiff::prelude::*`: what a training program needs from
 /// this crate and the tensor crate, with no second dependency: [`Graph`],
 /// [`Expr`], [`ParamStore`], [`Param`], [`Init`], [`Sequential`], the

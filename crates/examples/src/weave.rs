@@ -21,7 +21,7 @@
 //! ~6x fewer op nodes than inline (tested equal).
 
 use rand::Rng;
-use sheaf_autodiff::{Expr, Graph, GraphError, ParamStore, VertexFn};
+use sheaf_autodiff::{Expr, Feed, Graph, GraphError, ParamStore, VertexFn};
 use sheaf_blocks::{
     field, Activation, Block, BlockError, Composition, Concat, Function, Handle, Map, Record,
     Scalar, Sum, Tensor, ZipWith, FC,
@@ -311,10 +311,14 @@ pub struct WeaveVertex {
     /// `relu(W [a_i; a_j]) + relu(W [a_j; a_i])`, the same for `ij` and
     /// `ji`, so computed once for both (as the hand-batched W5 does).
     atom_to_pair: VertexFn,
-    /// Both modules' `P→A` terms of one pair from `(A→P_ij, p_ij)`,
-    /// `[2d]`: module 1's `relu(W p_ij)`, then module 1's pair update
-    /// (`P→P`, `P`) and module 2's `P→A` layer on it.
+    /// Both modules' `P→A` terms of one pair from `A→P_ij` and the pair's
+    /// features `p_ij` (a row of [`WeaveVertex::pairs`] at the call's
+    /// data), `[2d]`: module 1's `relu(W p_ij)`, then module 1's pair
+    /// update (`P→P`, `P`) and module 2's `P→A` layer on it.
     pair: VertexFn,
+    /// Every pair's features of a batch, bound once per graph: one input
+    /// node instead of one per pair (a third of W5's graph nodes).
+    pairs: Feed,
     /// Module 1's atom update from `(a_i, Σ_j pair terms)` (the first
     /// half of the sum).
     atom1: VertexFn,
@@ -351,8 +355,10 @@ impl Weave {
         })?
         .with_split_products();
         let (one, two) = (m1.clone(), m2.clone());
-        let pair = VertexFn::trace("weave pair", &[h, p_in], move |g, x| {
-            let (ap, p) = (x[0], x[1]);
+        let pairs = Feed::new("weave pair features", p_in);
+        let feed = pairs.clone();
+        let pair = VertexFn::trace_with_data("weave pair", &[h], move |g, x, row| {
+            let (ap, p) = (x[0], g.feed_row(&feed, row)?);
             let term1 = one.pa.apply(g, p)?;
             let pp = one.pp.apply(g, p)?;
             let both = g.concat(&[ap, pp])?;
@@ -378,6 +384,7 @@ impl Weave {
             hidden: d,
             atom_to_pair,
             pair,
+            pairs,
             atom1,
             atom2,
             head: self.head.clone(),
@@ -387,27 +394,68 @@ impl Weave {
 }
 
 impl WeaveVertex {
-    /// The prediction `[1]` and the squared error `[1]` of `m`, equal to
-    /// [`Weave::direct`]'s.
-    pub fn build(&self, g: &mut Graph, m: &Molecule) -> Result<(Expr, Expr), GraphError> {
-        // One tensor for all atoms and one for all pairs, each input a row
-        // view of it: no allocation per input.
-        let rows = |g: &mut Graph, flat: Vec<f32>, len: usize| -> Result<Vec<Expr>, GraphError> {
-            let n = flat.len() / len.max(1);
-            let err = |e| GraphError::Tensor {
-                context: "molecule features".into(),
-                source: Box::new(e),
-            };
-            let all = sheaf_tensor::Tensor::from_vec(flat, [n, len]).map_err(err)?;
-            (0..n)
-                .map(|i| Ok(g.input(all.row(i).map_err(err)?)))
-                .collect()
+    /// The prediction `[1]` and the squared error `[1]` of each of `mols`,
+    /// equal to [`Weave::direct`]'s. Binds the molecules' pair features
+    /// to the graph (once per graph: build a batch in one call).
+    pub fn build(&self, g: &mut Graph, mols: &[Molecule]) -> Result<Vec<(Expr, Expr)>, GraphError> {
+        let err = |e| GraphError::Tensor {
+            context: "molecule features".into(),
+            source: Box::new(e),
         };
-        let atoms = rows(g, m.atoms.concat(), self.atom_in)?;
-        // Flattened in one pass (`concat` twice would clone every row).
-        let flat = m.pairs.iter().flatten().flatten().copied().collect();
-        let pair_inputs = rows(g, flat, PAIR_FEATURES)?;
-        let mut pair_inputs = pair_inputs.into_iter();
+        // Every pair's features, one copy each into one table.
+        if let Some(bad) = mols
+            .iter()
+            .flat_map(|m| m.pairs.iter().flatten())
+            .find(|p| p.len() != PAIR_FEATURES)
+        {
+            return Err(GraphError::Params(format!(
+                "weave: a pair of {} features, not {PAIR_FEATURES}",
+                bad.len()
+            )));
+        }
+        let mut flat: Vec<f32> = Vec::new();
+        for p in mols.iter().flat_map(|m| m.pairs.iter().flatten()) {
+            flat.extend_from_slice(p);
+        }
+        let n = flat.len() / PAIR_FEATURES;
+        let table = sheaf_tensor::Tensor::from_vec(flat, [n, PAIR_FEATURES]).map_err(err)?;
+        g.bind_feed(&self.pairs, table)?;
+        let mut first = 0u32;
+        mols.iter()
+            .map(|m| {
+                let out = self.molecule(g, m, first)?;
+                let pairs: usize = m.pairs.iter().map(Vec::len).sum();
+                first = u32::try_from(pairs)
+                    .ok()
+                    .and_then(|p| first.checked_add(p))
+                    .ok_or_else(|| {
+                        GraphError::Params("weave: more than 2^32 pairs in one graph".into())
+                    })?;
+                Ok(out)
+            })
+            .collect()
+    }
+
+    /// One molecule, its pairs' features the bound rows from `first` on.
+    fn molecule(
+        &self,
+        g: &mut Graph,
+        m: &Molecule,
+        first: u32,
+    ) -> Result<(Expr, Expr), GraphError> {
+        let err = |e| GraphError::Tensor {
+            context: "molecule features".into(),
+            source: Box::new(e),
+        };
+        // One tensor for all atoms, each input a row view of it: no
+        // allocation per input.
+        let n = m.atoms.len();
+        let all =
+            sheaf_tensor::Tensor::from_vec(m.atoms.concat(), [n, self.atom_in]).map_err(err)?;
+        let atoms = (0..n)
+            .map(|i| Ok(g.input(all.row(i).map_err(err)?)))
+            .collect::<Result<Vec<_>, GraphError>>()?;
+        let mut row = first;
         let n = atoms.len();
         if m.pairs.len() != n {
             return Err(GraphError::Params(format!(
@@ -427,18 +475,16 @@ impl WeaveVertex {
         let mut sums = Vec::with_capacity(n);
         let zeros = vec![0.0; 2 * self.hidden];
         let mut terms = Vec::with_capacity(n);
-        for (i, row) in m.pairs.iter().enumerate() {
+        for (i, pairs) in m.pairs.iter().enumerate() {
             let others = (0..n).filter(|&j| j != i);
             terms.clear();
-            for (_, j) in row.iter().zip(others) {
-                let p = pair_inputs.next().ok_or_else(|| {
-                    GraphError::Params("weave: a molecule with fewer pair rows than pairs".into())
-                })?;
+            for ((_, j), p) in pairs.iter().zip(others).zip(row..) {
                 // Made above for every i != j below n (the pair rows are n).
                 let ap = atom_to_pair[i.min(j) * n + i.max(j)]
                     .ok_or_else(|| GraphError::Params("weave: a pair without its A->P".into()))?;
-                terms.push(g.call_one(&self.pair, &[ap, p])?);
+                terms.push(g.call_with_data(&self.pair, &[ap], p)?);
             }
+            row += u32::try_from(pairs.len()).unwrap_or(u32::MAX);
             // An atom without pairs gets zero `P→A` terms, as in `direct`.
             sums.push(match terms.as_slice() {
                 [] => input(g, &zeros)?,

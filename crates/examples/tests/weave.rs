@@ -133,10 +133,8 @@ fn vertex_functions_equal_the_direct_model() {
     let fns = model.vertex_functions().unwrap();
     for s in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
         let mut g = Graph::new();
-        let losses: Vec<_> = data
-            .iter()
-            .map(|m| fns.build(&mut g, m).unwrap().1)
-            .collect();
+        let built = fns.build(&mut g, &data).unwrap();
+        let losses: Vec<_> = built.iter().map(|(_, loss)| *loss).collect();
         let total = g.sum(&losses).unwrap();
         assert!(
             g.len() * 4 < inline_nodes,

@@ -33,11 +33,14 @@ fn alloc_zeroed(backend: &dyn Backend, b: usize, shape: Shape) -> sheaf_tensor::
 }
 
 impl CallOp {
-    /// The `[b, ...]` (or shared) value of an inner argument.
+    /// The `[b, ...]` (or shared) value of an inner argument; `data` the
+    /// calls' data.
+    #[allow(clippy::too_many_arguments)]
     fn arg(
         &self,
         backend: &dyn Backend,
         call_args: &[Tensor],
+        data: &[u32],
         values: &[Option<Tensor>],
         src: Src,
         role: ArgRole,
@@ -46,6 +49,15 @@ impl CallOp {
         let t = &self.0;
         let shared = match src {
             Src::Arg(i) => return Ok(call_args[i].clone()),
+            Src::Feed(i) => {
+                // Each call's row, gathered once per batch (gather_rows
+                // checks every row against the table's).
+                let table = &call_args[t.arg_shapes.len() + t.params.len() + i];
+                let ids = Tensor::from_slice(data, [data.len()])?.to_device(backend.device())?;
+                let mut rows = alloc(backend, b, t.feeds[i].row())?;
+                backend.gather_rows(table, &ids, rows.view_mut()?)?;
+                return Ok(rows);
+            }
             Src::Step(i) => {
                 return values[i]
                     .clone()
@@ -125,12 +137,13 @@ impl Op for CallOp {
 
     fn infer_shape(&self, args: &[Shape], _attr: Attr) -> std::result::Result<Shape, ShapeError> {
         let t = &self.0;
-        let want = t.arg_shapes.len() + t.params.len();
+        let want = t.arg_shapes.len() + t.params.len() + t.feeds.len();
         if args.len() != want {
             return Err(ShapeError::expected(format!(
-                "{} arguments and {} parameters",
+                "{} arguments, {} parameters and {} feeds",
                 t.arg_shapes.len(),
-                t.params.len()
+                t.params.len(),
+                t.feeds.len()
             )));
         }
         for (i, (given, traced)) in args.iter().zip(&t.arg_shapes).enumerate() {
@@ -145,6 +158,16 @@ impl Op for CallOp {
                 return Err(ShapeError::expected(format!(
                     "parameter {k} of shape {}, not {given}",
                     p.shape()
+                )));
+            }
+        }
+        let feeds = &args[t.arg_shapes.len() + t.params.len()..];
+        for (feed, given) in t.feeds.iter().zip(feeds) {
+            if given.dims().get(1..) != Some(feed.row().dims()) {
+                return Err(ShapeError::expected(format!(
+                    "rows of feed `{}` of shape {}, not {given}",
+                    feed.name(),
+                    feed.row()
                 )));
             }
         }
@@ -220,7 +243,7 @@ impl CallOp {
                 continue;
             }
             for (&src, &role) in s.args.iter().zip(&s.roles) {
-                args.push(self.arg(be, call_args, &values, src, role, b)?);
+                args.push(self.arg(be, call_args, call_data, &values, src, role, b)?);
             }
             for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
@@ -318,7 +341,7 @@ impl CallOp {
         // gradient towards them) are not run backward at all.
         let outer: Vec<bool> = cx.dargs.iter().map(Option::is_some).collect();
         let wanted = |src: Src, needs: &[bool]| match src {
-            Src::Const(_) => false,
+            Src::Const(_) | Src::Feed(_) => false,
             Src::Arg(i) => outer.get(i).copied().unwrap_or(false),
             Src::Param(i) => outer.get(n_args + i).copied().unwrap_or(false),
             Src::Block(i) => outer
@@ -359,7 +382,7 @@ impl CallOp {
                 continue;
             }
             for (&src, &role) in s.args.iter().zip(&s.roles) {
-                args.push(self.arg(be, call_args, &values, src, role, b)?);
+                args.push(self.arg(be, call_args, call_data, &values, src, role, b)?);
             }
             let inner_aux = match (s.aux, aux) {
                 (Some((r, shape)), Some(a)) => Some(region_view(a, t.regions[r], b, shape)?),
@@ -478,7 +501,7 @@ impl CallOp {
                             be.copy_cols(&h, 0, d.reborrow(), block.start, n, true)?;
                         }
                     }
-                    Src::Const(_) => {}
+                    Src::Const(_) | Src::Feed(_) => {}
                 }
                 pool::give(h);
             }

@@ -38,12 +38,15 @@ use crate::params::Param;
 
 mod build;
 mod call;
+mod feed;
 mod fields;
 mod scan;
 mod split;
 
 pub(crate) use build::CallCache;
 use call::CallOp;
+pub(crate) use feed::Bound;
+pub use feed::Feed;
 use fields::Fields;
 use split::Block;
 
@@ -88,6 +91,10 @@ pub(super) enum Src {
     /// Column block `i` of a parameter ([`Template::blocks`]): a product
     /// term's weight where F's concatenation was split (see `split.rs`).
     Block(usize),
+    /// The call's row of feed `i` ([`Template::feeds`], `feed.rs`): row
+    /// `data` of the rows its graph bound (argument `n_args + n_params +
+    /// i` of the call).
+    Feed(usize),
 }
 
 /// One op of the template.
@@ -122,6 +129,8 @@ struct Template {
     name: &'static str,
     arg_shapes: Vec<Shape>,
     params: Vec<Param>,
+    /// The feeds F reads ([`Src::Feed`]).
+    feeds: Vec<Feed>,
     consts: Vec<Tensor>,
     /// The parameters' column blocks that steps read ([`Src::Block`]).
     blocks: Vec<Block>,
@@ -156,6 +165,8 @@ pub(crate) struct Tracing {
     /// The same per field ([`VertexFn::field`]), one entry per field F
     /// was traced with.
     pub(crate) fields: Vec<Option<usize>>,
+    /// The feeds F reads ([`Graph::feed_row`]).
+    pub(crate) feeds: Vec<feed::Read>,
 }
 
 impl Graph {
@@ -230,6 +241,7 @@ impl VertexFn {
             params: Vec::new(),
             data_below: None,
             fields: vec![None; fields],
+            feeds: Vec::new(),
         }));
         let mut placeholders = Vec::with_capacity(args.len());
         for s in args {
@@ -288,7 +300,7 @@ impl VertexFn {
                 &g,
                 name,
                 args.to_vec(),
-                tracing.params.clone(),
+                &tracing,
                 out_node,
                 outputs.clone(),
                 split,
@@ -404,11 +416,12 @@ impl Template {
         g: &Graph,
         name: &'static str,
         arg_shapes: Vec<Shape>,
-        params: Vec<Param>,
+        tracing: &Tracing,
         out: NodeId,
         outputs: Vec<(usize, Shape)>,
         split: bool,
     ) -> Result<Template> {
+        let (params, feeds) = (tracing.params.clone(), &tracing.feeds);
         // Only what the output needs (dead ops are dropped).
         let mut live = live_nodes(g, out, &[]);
         // Concatenations only products read are not made: the products
@@ -444,6 +457,9 @@ impl Template {
             let node = g.node(id);
             src[i] = Some(match node.kind() {
                 NodeKind::Input(k) if (k as usize) < n_args => Src::Arg(k as usize),
+                NodeKind::Input(k) if feeds.iter().any(|r| r.input == k) => {
+                    Src::Feed(feeds.iter().position(|r| r.input == k).unwrap_or(0))
+                }
                 NodeKind::Input(k) => {
                     let value = g
                         .input_value(k)
@@ -499,7 +515,8 @@ impl Template {
                     let mut roles = Vec::with_capacity(n);
                     for (k, &s) in args.iter().enumerate() {
                         let role = op.arg_role(k, n);
-                        if role == ArgRole::Share && matches!(s, Src::Arg(_) | Src::Step(_)) {
+                        let per_call = matches!(s, Src::Arg(_) | Src::Step(_) | Src::Feed(_));
+                        if role == ArgRole::Share && per_call {
                             return Err(params_err(
                                 name,
                                 format!(
@@ -548,6 +565,7 @@ impl Template {
             name,
             arg_shapes,
             params,
+            feeds: feeds.iter().map(|r| r.feed.clone()).collect(),
             consts,
             blocks,
             out_shape: g.node(out).shape(),
@@ -632,6 +650,18 @@ impl Graph {
                 format!("has {} outputs: per-call data takes one", t.outputs.len()),
             ));
         }
+        for feed in &t.feeds {
+            let (_, rows) = self.bound_feed(t.name, feed)?;
+            if data as usize >= rows {
+                return Err(GraphError::Data {
+                    op: t.name,
+                    what: format!(
+                        "per-call data {data} reads row {data} of feed `{}`, which has {rows}",
+                        feed.name()
+                    ),
+                });
+            }
+        }
         self.call_node(f, args, data)
     }
 
@@ -655,6 +685,15 @@ impl Graph {
         all.extend_from_slice(args);
         for p in &t.params {
             all.push(self.param(p));
+        }
+        for feed in &t.feeds {
+            match self.bound_feed(t.name, feed) {
+                Ok((node, _)) => all.push(self.expr(node)),
+                Err(e) => {
+                    self.scratch_exprs = all;
+                    return Err(e);
+                }
+            }
         }
         let call = self.apply_with_data(&f.op, &all, 0, data);
         self.scratch_exprs = all;

@@ -106,7 +106,7 @@ fn hoistable(t: &Template) -> Vec<bool> {
                 }
                 Src::Param(_) | Src::Const(_) => role == ArgRole::Share,
                 // Hoisted steps take whole parameters only.
-                Src::Arg(_) | Src::Block(_) => false,
+                Src::Arg(_) | Src::Block(_) | Src::Feed(_) => false,
             };
         }
         h[j] = ok && reads_x;
@@ -134,10 +134,10 @@ impl ScanOp {
             Src::Param(i) => Ok(args[2 + i].clone()),
             Src::Const(i) => self.template().consts[i].to_device(be.device()),
             Src::Step(m) => values[m].clone().ok_or(missing),
-            Src::Block(_) => Err(sheaf_tensor::TensorError::InvalidArgument {
+            Src::Block(_) | Src::Feed(_) => Err(sheaf_tensor::TensorError::InvalidArgument {
                 op: "scan",
-                arg: "a hoisted step's weight",
-                reason: "is a column block, which hoisted steps never read",
+                arg: "a hoisted step's argument",
+                reason: "is a column block or a feed's row, which hoisted steps never read",
             }),
         }
     }
@@ -517,7 +517,7 @@ impl Op for ScanOp {
                             .get_mut(2 + i)
                             .and_then(|d| d.take())
                             .map(|d| d.reborrow()),
-                        Src::Const(_) | Src::Block(_) => None,
+                        Src::Const(_) | Src::Block(_) | Src::Feed(_) => None,
                         Src::Step(m) => match pending.iter().position(|(k, _)| *k == m) {
                             Some(p) => Some(pending.swap_remove(p).1.view_mut()?),
                             None => None,
