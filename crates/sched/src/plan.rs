@@ -8,7 +8,7 @@ use std::collections::BinaryHeap;
 
 use rustc_hash::FxHashMap;
 use sheaf_autodiff::exec::GraphExec;
-use sheaf_autodiff::{Cost, Graph, NodeId, PlanNode, SigId};
+use sheaf_autodiff::{ArgRole, Cost, Graph, NodeId, PlanNode, SigId};
 
 /// How nodes are grouped into batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -173,8 +173,24 @@ impl Planner {
             // One pass per argument position. A signature fixes the arity
             // (a node with more arguments than the first would only leave
             // its extra reads out of the order, never break it).
-            let arity = batch.nodes.first().map_or(0, |&n| g.args(n).len());
+            let Some(&first) = batch.nodes.first() else {
+                continue;
+            };
+            let arity = g.args(first).len();
+            let op = g.op(first);
+            let len = batch.nodes.len() as u32;
             for j in (0..arity).rev() {
+                // A shared argument (a parameter's place) is one node for
+                // the whole batch (the signature says so): its last visit,
+                // the first node's, is the one that counts. A vertex call
+                // has one per parameter of F.
+                if op.arg_role(j, arity) == ArgRole::Share {
+                    if let Some(i) = local(g.args(first)[j]) {
+                        clock = clock.saturating_sub(len);
+                        first_read[i] = clock;
+                    }
+                    continue;
+                }
                 for &n in batch.nodes.iter().rev() {
                     if let Some(i) = g.args(n).get(j).and_then(|&a| local(a)) {
                         clock = clock.saturating_sub(1);
