@@ -167,8 +167,8 @@ pub struct Backward<'a> {
     /// Bit `i` set: `dargs[i]` holds unspecified values and must be
     /// written, every element (see [`Op::backward_writes`]).
     pub(crate) write: u64,
-    /// The gradients of all arguments as one zeroed block (see
-    /// [`Backward::take_grad_block`]).
+    /// The gradients of all arguments as one block the op writes whole
+    /// (see [`Backward::take_grad_block`]).
     pub(crate) grad_block: Option<TensorMut<'a>>,
     /// What the forward kept ([`Keep`]), in order.
     pub(crate) kept: &'a [Tensor],
@@ -218,16 +218,18 @@ impl<'a> Backward<'a> {
     }
 
     /// For executors: hands an op whose [`Op::grads_as_block`] is true the
-    /// gradients of all its arguments as one ZEROED block `[n·b, ...]`
-    /// (argument `j` in rows `j·b..(j + 1)·b`), its `dargs` then all `None`.
+    /// gradients of all its arguments as one block `[n·b, ...]` of
+    /// UNSPECIFIED values, which the op writes, every element (argument `j`
+    /// in rows `j·b..(j + 1)·b`), its `dargs` then all `None`.
     pub fn with_grad_block(mut self, block: TensorMut<'a>) -> Self {
         self.grad_block = Some(block);
         self
     }
 
     /// The block of all arguments' gradients, if the executor gave one
-    /// ([`Backward::with_grad_block`]); the op adds (or writes: it starts
-    /// zeroed) every argument's gradient into it instead of `dargs`.
+    /// ([`Backward::with_grad_block`]); the op WRITES every argument's
+    /// gradient into it, every element (it holds unspecified values, NaN in
+    /// debug builds), instead of adding to `dargs`.
     pub fn take_grad_block(&mut self) -> Option<TensorMut<'a>> {
         self.grad_block.take()
     }
@@ -338,9 +340,9 @@ pub trait Op: Send + Sync + 'static {
     /// Whether this op takes its arguments' gradients as one block when an
     /// executor stacked its arguments as one (see [`Forward::block`] and
     /// [`Backward::take_grad_block`]): a sum of many terms then sends its
-    /// gradient to all of them in one kernel. An op that says yes must
-    /// handle both forms: the block is given only where its arguments
-    /// were stacked so.
+    /// gradient to all of them in one kernel, written (no zeroed block
+    /// first). An op that says yes must handle both forms: the block is
+    /// given only where its arguments were stacked so.
     fn grads_as_block(&self) -> bool {
         false
     }

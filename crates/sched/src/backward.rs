@@ -362,11 +362,16 @@ impl Executor {
         let mut dsts: Vec<Dst<'_>> = Vec::with_capacity(n);
         let mut write = 0u64;
         // A batch stacked as one block gets its arguments' gradients in
-        // one block too (zeroed: every column is added back).
+        // one block too (every column is added back): unzeroed where the
+        // op takes it whole (it writes every element), else zeroed.
         let mut block = match sources.iter().any(|s| matches!(s, Source::Block)) {
             true => {
                 let shape = Shape::stack(n * b, g.node(g.args(first)[0]).shape()).map_err(&err)?;
-                Some(self.arena.zeros(shape).map_err(&err)?)
+                let t = match op.grads_as_block() {
+                    true => self.arena.overwritten(shape),
+                    false => self.arena.zeros(shape),
+                };
+                Some(t.map_err(&err)?)
             }
             false => None,
         };

@@ -121,10 +121,12 @@ impl Op for WeightedSum {
         if let Some(mut block) = cx.take_grad_block() {
             BLOCK_BACKWARDS.fetch_add(1, Ordering::Relaxed);
             assert!(cx.dargs.iter().all(Option::is_none), "dargs beside a block");
+            // Unspecified values (NaN in debug builds): written, every row.
             for j in 0..cx.args.len() {
-                let d = block
+                let mut d = block
                     .rows_mut(j * b..(j + 1) * b)?
                     .reshape(cx.dout.shape())?;
+                cx.backend.fill(0.0, d.reborrow())?;
                 cx.backend.axpy((j + 1) as f32, cx.dout, d)?;
             }
             return Ok(());

@@ -73,7 +73,7 @@ impl Op for SumList {
     }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         if let Some(block) = cx.take_grad_block() {
-            // Every term's gradient is dout: each row of the zeroed
+            // Every term's gradient is dout: each row of the (unzeroed)
             // [n, b·...] block becomes it, one kernel.
             let len = cx.dout.numel();
             let rows = block.reshape([cx.args.len(), len])?;
