@@ -404,6 +404,14 @@ impl WeaveVertex {
             context: "molecule features".into(),
             source: Box::new(e),
         };
+        // Every molecule checked before the graph binds anything.
+        if let Some(m) = mols.iter().find(|m| m.pairs.len() != m.atoms.len()) {
+            return Err(GraphError::Params(format!(
+                "weave: a molecule with {} atoms and pair rows for {}",
+                m.atoms.len(),
+                m.pairs.len()
+            )));
+        }
         // Every pair's features, one copy each into one table.
         if let Some(bad) = mols
             .iter()
@@ -459,12 +467,6 @@ impl WeaveVertex {
             .collect::<Result<Vec<_>, GraphError>>()?;
         let mut row = first;
         let n = atoms.len();
-        if m.pairs.len() != n {
-            return Err(GraphError::Params(format!(
-                "weave: a molecule with {n} atoms and pair rows for {}",
-                m.pairs.len()
-            )));
-        }
         // `A→P` of each unordered pair {i, j} (i < j), at i * n + j.
         let mut atom_to_pair = vec![None; n * n];
         for i in 0..n {

@@ -132,6 +132,9 @@ fn feed_mistakes_are_named() {
         .unwrap_err()
         .to_string();
     assert!(wrong.contains("x rows") && wrong.contains("4"), "{wrong}");
+    let ints = Tensor::from_vec(vec![0u32; ROWS * A], [ROWS, A]).unwrap();
+    let ints = g.bind_feed(&feeds.x, ints).unwrap_err().to_string();
+    assert!(ints.contains("x rows") && ints.contains("f32"), "{ints}");
     g.bind_feed(&feeds.x, xs.clone()).unwrap();
     g.bind_feed(&feeds.q, qs.clone()).unwrap();
     let twice = g.bind_feed(&feeds.x, xs.clone()).unwrap_err().to_string();

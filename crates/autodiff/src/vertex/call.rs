@@ -33,14 +33,40 @@ fn alloc_zeroed(backend: &dyn Backend, b: usize, shape: Shape) -> sheaf_tensor::
 }
 
 impl CallOp {
-    /// The `[b, ...]` (or shared) value of an inner argument; `data` the
-    /// calls' data.
+    /// Each feed's rows for the batch (`[b, ...row]`, row `data[k]` for
+    /// call `k`), gathered once for the forward or the backward of a
+    /// batch, however many steps read them (gather_rows checks every row
+    /// against the table's).
+    fn feed_rows(
+        &self,
+        backend: &dyn Backend,
+        call_args: &[Tensor],
+        data: &[u32],
+        b: usize,
+    ) -> sheaf_tensor::Result<Vec<Tensor>> {
+        let t = &self.0;
+        if t.feeds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = Tensor::from_slice(data, [data.len()])?.to_device(backend.device())?;
+        let tables = &call_args[t.arg_shapes.len() + t.params.len()..];
+        let mut all = Vec::with_capacity(t.feeds.len());
+        for (feed, table) in t.feeds.iter().zip(tables) {
+            let mut rows = alloc(backend, b, feed.row())?;
+            backend.gather_rows(table, &ids, rows.view_mut()?)?;
+            all.push(rows);
+        }
+        Ok(all)
+    }
+
+    /// The `[b, ...]` (or shared) value of an inner argument; `feeds` the
+    /// feeds' rows ([`CallOp::feed_rows`]).
     #[allow(clippy::too_many_arguments)]
     fn arg(
         &self,
         backend: &dyn Backend,
         call_args: &[Tensor],
-        data: &[u32],
+        feeds: &[Tensor],
         values: &[Option<Tensor>],
         src: Src,
         role: ArgRole,
@@ -50,13 +76,14 @@ impl CallOp {
         let shared = match src {
             Src::Arg(i) => return Ok(call_args[i].clone()),
             Src::Feed(i) => {
-                // Each call's row, gathered once per batch (gather_rows
-                // checks every row against the table's).
-                let table = &call_args[t.arg_shapes.len() + t.params.len() + i];
-                let ids = Tensor::from_slice(data, [data.len()])?.to_device(backend.device())?;
-                let mut rows = alloc(backend, b, t.feeds[i].row())?;
-                backend.gather_rows(table, &ids, rows.view_mut()?)?;
-                return Ok(rows);
+                return feeds
+                    .get(i)
+                    .cloned()
+                    .ok_or(sheaf_tensor::TensorError::MissingArgument {
+                        op: "vertex function",
+                        arg: "a feed's rows",
+                        when: "an op of F reads them",
+                    })
             }
             Src::Step(i) => {
                 return values[i]
@@ -232,6 +259,7 @@ impl CallOp {
         let last = t.steps.len() - 1;
         let mut seeds = vec![0u64; b];
         let mut data = vec![0u32; b];
+        let feeds = self.feed_rows(be, call_args, call_data, b)?;
         // One argument list for every step, emptied after each.
         let mut args: Vec<Tensor> = Vec::new();
         for (j, s) in t.steps.iter().enumerate() {
@@ -243,7 +271,7 @@ impl CallOp {
                 continue;
             }
             for (&src, &role) in s.args.iter().zip(&s.roles) {
-                args.push(self.arg(be, call_args, call_data, &values, src, role, b)?);
+                args.push(self.arg(be, call_args, &feeds, &values, src, role, b)?);
             }
             for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
@@ -302,6 +330,7 @@ impl CallOp {
             }
             args.drain(..).for_each(pool::give);
         }
+        feeds.into_iter().for_each(pool::give);
         debug_assert_eq!(keep.len() - start, t.keeps);
         Ok(())
     }
@@ -363,6 +392,7 @@ impl CallOp {
         let mut held: Vec<Option<Tensor>> = Vec::new();
         let mut direct: Vec<bool> = Vec::new();
         let mut seen: Vec<Src> = Vec::new();
+        let feeds = self.feed_rows(be, call_args, call_data, b)?;
         for j in (0..=last).rev() {
             let s = &t.steps[j];
             if !needs[j] {
@@ -382,7 +412,7 @@ impl CallOp {
                 continue;
             }
             for (&src, &role) in s.args.iter().zip(&s.roles) {
-                args.push(self.arg(be, call_args, call_data, &values, src, role, b)?);
+                args.push(self.arg(be, call_args, &feeds, &values, src, role, b)?);
             }
             let inner_aux = match (s.aux, aux) {
                 (Some((r, shape)), Some(a)) => Some(region_view(a, t.regions[r], b, shape)?),
@@ -509,6 +539,7 @@ impl CallOp {
             pool::give(dstep);
         }
         grads.into_iter().flatten().for_each(pool::give);
+        feeds.into_iter().for_each(pool::give);
         Ok(())
     }
 }

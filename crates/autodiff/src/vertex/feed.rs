@@ -6,7 +6,8 @@
 //! stacked into a batch buffer and gathered again for the call. A feed
 //! is one input node per graph ([`Graph::bind_feed`]) that every call of
 //! F shares like a parameter; F reads its row at the call's data
-//! ([`Graph::feed_row`]), gathered once per batch of calls.
+//! ([`Graph::feed_row`]), gathered once per batch of calls (forward and
+//! backward each), whichever of F's ops read it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -72,8 +73,9 @@ impl Graph {
     /// every call; it gets no gradient. Bind once per graph, before the
     /// calls ([`Graph::clear`] unbinds).
     ///
-    /// Errors: rows of another shape (naming the feed and both shapes);
-    /// the feed bound already in this graph; inside a trace.
+    /// Errors: rows of another shape (naming the feed and both shapes) or
+    /// type than f32; the feed bound already in this graph; inside a
+    /// trace.
     pub fn bind_feed(&mut self, feed: &Feed, rows: Tensor) -> Result<()> {
         if self.tracing.is_some() {
             return Err(GraphError::Params(format!(
@@ -90,6 +92,13 @@ impl Graph {
                 expected: format!("rows of feed `{}`: [n, {}]", feed.name, dims_list(feed.row)),
                 given: vec![shape],
             });
+        }
+        if rows.dtype() != DType::F32 {
+            return Err(GraphError::Params(format!(
+                "feed `{}`: rows of {:?}, not f32",
+                feed.name,
+                rows.dtype()
+            )));
         }
         if self.feeds.iter().any(|b| b.feed == feed.id) {
             return Err(GraphError::Params(format!(
