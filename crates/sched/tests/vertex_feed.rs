@@ -52,6 +52,13 @@ struct Feeds {
     q: Feed,
 }
 
+fn feeds() -> Feeds {
+    Feeds {
+        x: Feed::new("x rows", [A]),
+        q: Feed::new("q rows", [2, 2]),
+    }
+}
+
 fn function(p: &[Param], feeds: &Feeds) -> VertexFn {
     let (p, x, q) = (p.to_vec(), feeds.x.clone(), feeds.q.clone());
     VertexFn::trace_with_data("fed", &[Shape::from([H])], move |g, a, data| {
@@ -95,10 +102,7 @@ fn loss(g: &mut Graph, p: &[Param], fun: Option<(&VertexFn, &Feeds)>) -> Result<
 fn feed_rows_equal_inputs_under_every_executor() {
     let mut store = ParamStore::new();
     let p = params(&mut store);
-    let feeds = Feeds {
-        x: Feed::new("x rows", [A]),
-        q: Feed::new("q rows", [2, 2]),
-    };
+    let feeds = feeds();
     let plain = function(&p, &feeds);
     let split = plain.with_split_products();
     assert_eq!(plain.split_ops(), Some(plain.ops() - 1));
@@ -114,10 +118,7 @@ fn feed_rows_equal_inputs_under_every_executor() {
 fn feed_mistakes_are_named() {
     let mut store = ParamStore::new();
     let p = params(&mut store);
-    let feeds = Feeds {
-        x: Feed::new("x rows", [A]),
-        q: Feed::new("q rows", [2, 2]),
-    };
+    let feeds = feeds();
     let fun = function(&p, &feeds);
     let (xs, qs) = tables();
     let mut g = Graph::new();

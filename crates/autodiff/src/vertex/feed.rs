@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sheaf_tensor::{DType, Device, Shape, Tensor};
+use sheaf_tensor::{DType, Shape, Tensor};
 
 use super::{params_err, VertexFn};
 use crate::error::{GraphError, Result};
@@ -89,7 +89,7 @@ impl Graph {
         if dims.is_empty() || dims[1..] != *feed.row.dims() {
             return Err(GraphError::Shape {
                 op: "bind_feed",
-                expected: format!("rows of feed `{}`: [n, {}]", feed.name, dims_list(feed.row)),
+                expected: format!("rows of feed `{}`: [n, ...{}]", feed.name, feed.row),
                 given: vec![shape],
             });
         }
@@ -139,13 +139,7 @@ impl Graph {
                 ),
             ));
         }
-        let zero = Tensor::zeros(feed.row, DType::F32, Device::Cpu).map_err(|source| {
-            GraphError::Tensor {
-                context: format!("feed `{}`: a row of shape {}", feed.name, feed.row),
-                source: Box::new(source),
-            }
-        })?;
-        let e = self.input(zero);
+        let e = self.placeholder(|| format!("feed `{}`", feed.name), feed.row)?;
         let input = self.inputs.len() as u32 - 1;
         // Data is read: calls go through `call_with_data`, which checks it
         // against the bound rows.
@@ -183,9 +177,4 @@ impl Graph {
             )),
         }
     }
-}
-
-fn dims_list(s: Shape) -> String {
-    let d: Vec<String> = s.dims().iter().map(|d| d.to_string()).collect();
-    d.join(", ")
 }

@@ -170,6 +170,17 @@ pub(crate) struct Tracing {
 }
 
 impl Graph {
+    /// A zero input of `shape` standing for a value F is traced on (an
+    /// argument, a feed's row); `what` names it in the error.
+    pub(super) fn placeholder(&mut self, what: impl Fn() -> String, shape: Shape) -> Result<Expr> {
+        let zero =
+            Tensor::zeros(shape, DType::F32, Device::Cpu).map_err(|source| GraphError::Tensor {
+                context: format!("{}: placeholder of shape {shape}", what()),
+                source: Box::new(source),
+            })?;
+        Ok(self.input(zero))
+    }
+
     /// For ops that check per-node data (an index, a word id, a class)
     /// against `limit` when added: whether `value` is F's per-call data
     /// ([`VertexFn::DATA`]) while tracing, its check then made at each
@@ -245,13 +256,7 @@ impl VertexFn {
         }));
         let mut placeholders = Vec::with_capacity(args.len());
         for s in args {
-            let zero = Tensor::zeros(*s, DType::F32, Device::Cpu).map_err(|source| {
-                GraphError::Tensor {
-                    context: format!("vertex function `{name}`: placeholder of shape {s}"),
-                    source: Box::new(source),
-                }
-            })?;
-            placeholders.push(g.input(zero));
+            placeholders.push(g.placeholder(|| format!("vertex function `{name}`"), *s)?);
         }
         let outs = f(&mut g, &placeholders)?;
         let (out, outputs) = match outs.as_slice() {
@@ -457,17 +462,17 @@ impl Template {
             let node = g.node(id);
             src[i] = Some(match node.kind() {
                 NodeKind::Input(k) if (k as usize) < n_args => Src::Arg(k as usize),
-                NodeKind::Input(k) if feeds.iter().any(|r| r.input == k) => {
-                    Src::Feed(feeds.iter().position(|r| r.input == k).unwrap_or(0))
-                }
-                NodeKind::Input(k) => {
-                    let value = g
-                        .input_value(k)
-                        .cloned()
-                        .ok_or_else(|| params_err(name, format!("constant {k} is missing")))?;
-                    consts.push(value);
-                    Src::Const(consts.len() - 1)
-                }
+                NodeKind::Input(k) => match feeds.iter().position(|r| r.input == k) {
+                    Some(f) => Src::Feed(f),
+                    None => {
+                        let value = g
+                            .input_value(k)
+                            .cloned()
+                            .ok_or_else(|| params_err(name, format!("constant {k} is missing")))?;
+                        consts.push(value);
+                        Src::Const(consts.len() - 1)
+                    }
+                },
                 NodeKind::Param(p) => match params.iter().position(|q| q.id() == p) {
                     Some(k) => Src::Param(k),
                     None => return Err(params_err(name, "reads an unknown parameter".into())),
