@@ -347,6 +347,17 @@ pub trait Op: Send + Sync + 'static {
         false
     }
 
+    /// Whether this op's value is the plain sum of its arguments (every
+    /// one stacked, all of the output's shape), each argument's gradient
+    /// the output's. An executor may then add the arguments' rows into
+    /// the output where they lie, and the output's gradient back into
+    /// theirs, instead of stacking the arguments first, calling neither
+    /// `forward` nor `backward` for such a batch; both must still give
+    /// the sum for the batches it does not run so.
+    fn sums_args(&self) -> bool {
+        false
+    }
+
     /// How many tensors forward keeps for backward through
     /// [`Forward::keep`] (the same number every call).
     fn keeps(&self) -> usize {

@@ -338,6 +338,14 @@ impl Executor {
                 });
             }
         }
+        if let Some(Source::Summed(back)) = self.records[index].sources.first() {
+            // Every term's gradient is the output's: its rows added into
+            // the terms' producers' gradient rows where forward read them.
+            let back = back.clone();
+            let sent = self.send_back_rows(g, store, &dout, &back, name, nodes);
+            self.grads[index] = Some(dout);
+            return sent;
+        }
         let out = self.buffers[index].clone();
         let aux = self.aux_buffers[index].clone();
         let record = &self.records[index];
@@ -623,8 +631,9 @@ impl Executor {
                 self.note_moved(start, zeroing);
                 added.map_err(&err)
             }
-            // Sent back with every column by `send_back_block`.
-            Source::Block => Ok(()),
+            // Sent back with every column by `send_back_block`; a sum in
+            // place is sent back before its op would run.
+            Source::Block | Source::Summed(_) => Ok(()),
             // Rows of batch outputs and leaves: one call, where forward
             // found them.
             Source::Rows(back) => self.send_back_rows(g, store, t, back, op, nodes),

@@ -46,6 +46,9 @@ pub(crate) enum Source {
     /// A column of a many-argument batch stacked as one block (see
     /// `block.rs`); backward sends all columns back together.
     Block,
+    /// The one source of a sum added where its terms lie (see
+    /// `summed.rs`): where each output row's gradient goes.
+    Summed(std::sync::Arc<RowsBack>),
 }
 
 /// What backward needs of one forward batch besides its output buffer.
@@ -555,14 +558,21 @@ impl Executor {
         let b = nodes.len();
         let _span = tracing::trace_span!("batch", op = name, size = b).entered();
         let err = batch_err(name, nodes);
-        let (args, sources, block) = {
-            let _span = tracing::trace_span!("gather").entered();
-            self.batch_args(g, op.as_ref(), nodes).map_err(&err)?
-        };
-        let arg_shapes: Vec<Shape> = g.args(first).iter().map(|&a| g.node(a).shape()).collect();
         let out_shape = Shape::stack(b, node.shape()).map_err(&err)?;
         // Forward overwrites `out` and `aux` (the `Op` contract).
         let mut out = self.arena.overwritten(out_shape).map_err(&err)?;
+        let summed = self.sums_in_place(g, op.as_ref(), nodes);
+        let (args, sources, block) = {
+            let _span = tracing::trace_span!("gather").entered();
+            match summed {
+                true => {
+                    let source = self.sum_in_place(g, nodes, &mut out).map_err(&err)?;
+                    (Vec::new(), vec![source], None)
+                }
+                false => self.batch_args(g, op.as_ref(), nodes).map_err(&err)?,
+            }
+        };
+        let arg_shapes: Vec<Shape> = g.args(first).iter().map(|&a| g.node(a).shape()).collect();
         let aux_shape = op.aux_shape(&node.shape(), &arg_shapes, node.attr());
         let mut aux = match aux_shape {
             Some(s) => Some(
@@ -575,7 +585,7 @@ impl Executor {
         let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
         let mut kept = Vec::new();
-        {
+        if !summed {
             let _span = tracing::trace_span!("kernel").entered();
             let t_op = Instant::now();
             let arena = &mut self.arena;

@@ -37,6 +37,7 @@ mod pipeline;
 mod plan;
 mod rows;
 mod stats;
+mod summed;
 
 /// `use sheaf_sched::prelude::*`: [`sheaf_autodiff::prelude`] (graphs,
 /// parameters, optimizers, tensors, `Result`) and this crate's runners:

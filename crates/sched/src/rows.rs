@@ -27,7 +27,7 @@ fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
 #[derive(Default)]
 pub(crate) struct RowScratch {
     srcs: Vec<Tensor>,
-    of_buffer: FxHashMap<u32, u32>,
+    pub(crate) of_buffer: FxHashMap<u32, u32>,
     from: Vec<(u32, u32)>,
     to: Vec<u32>,
     /// Per source in `srcs`: its index in a [`RowsBack`]'s buffers
@@ -43,11 +43,11 @@ pub(crate) struct RowScratch {
 #[derive(Debug, Default)]
 pub(crate) struct RowsBack {
     /// The batch buffers the rows came from, each once.
-    buffers: Vec<u32>,
+    pub(crate) buffers: Vec<u32>,
     /// Per row from a batch buffer: its row in the argument...
-    rows: Vec<u32>,
+    pub(crate) rows: Vec<u32>,
     /// ...and where it goes: (index into `buffers`, row there).
-    to: Vec<(u32, u32)>,
+    pub(crate) to: Vec<(u32, u32)>,
     /// Parameters read as stacked rows: (node, row in the argument).
     params: Vec<(NodeId, u32)>,
 }

@@ -25,6 +25,10 @@ pub struct PlanStats {
     pub gathered_per_op: BTreeMap<&'static str, usize>,
     /// Bytes of batch inputs that already sat contiguous and in order.
     pub avoided_bytes: usize,
+    /// Terms of sums (`Graph::sum`) added into their sums where they lay,
+    /// not stacked first (a sum of batch outputs and inputs: see
+    /// `Op::sums_args`).
+    pub summed_in_place: usize,
     /// Bytes of buffers (values, saved state, gathered inputs, gradients,
     /// temporaries) the current step holds from the executor's arena.
     pub arena_bytes: usize,
@@ -107,6 +111,7 @@ impl PlanStats {
             *self.gathered_per_op.entry(op).or_insert(0) += b;
         }
         self.avoided_bytes += o.avoided_bytes;
+        self.summed_in_place += o.summed_in_place;
         self.arena_bytes = self.arena_bytes.max(o.arena_bytes);
         self.arena_fresh_bytes += o.arena_fresh_bytes;
         self.arena_peak_bytes = self.arena_peak_bytes.max(o.arena_peak_bytes);
@@ -158,9 +163,10 @@ impl fmt::Display for PlanStats {
         )?;
         writeln!(
             f,
-            "  inputs: {} gathered, {} used in place",
+            "  inputs: {} gathered, {} used in place, {} sum terms added where they lay",
             bytes(self.gathered_bytes),
-            bytes(self.avoided_bytes)
+            bytes(self.avoided_bytes),
+            self.summed_in_place
         )?;
         writeln!(
             f,

@@ -1,5 +1,7 @@
 //! Batches of many-argument nodes (a loss summed over every node of a
-//! tree) are stacked as one block, forward and backward (`block.rs`). They
+//! tree) are stacked as one block, forward and backward (`block.rs`), or,
+//! for sums of batch outputs and inputs, added where the terms lie
+//! (`summed.rs`). They
 //! must equal the unbatched reference on every node value and gradient and
 //! every parameter gradient, whatever the terms are: results of different
 //! batches, at different depths, in any order, the same node twice in one
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sheaf_autodiff::{Attr, Backward, Expr, Forward, Graph, Op, Param, ParamStore, ShapeError};
-use sheaf_sched::Strategy;
+use sheaf_sched::{Executor, Strategy};
 use sheaf_tensor::Shape;
 
 const D: usize = 4;
@@ -40,9 +42,9 @@ fn model(store: &mut ParamStore) -> Model {
 /// Instance `i`: a chain of `3 + i % 4` tanh-affine steps from an input,
 /// and a sum of terms taken from every depth of it (reversed for odd `i`,
 /// so the columns of one batch come from different batches), the first
-/// step twice, the parameter `v` and the input itself; `arity` terms in
-/// all (4, 5 or 6, so sums of several arities batch apart).
-fn instance(g: &mut Graph, m: &Model, i: usize, rng: &mut Lcg) -> Expr {
+/// step twice, the input itself and (`with_param`) the parameter `v`; 3 + i % 3
+/// terms, one more with `v` (so sums of several arities batch apart).
+fn instance(g: &mut Graph, m: &Model, i: usize, rng: &mut Lcg, with_param: bool) -> Expr {
     let x = g.input(tensor(rng, &[D], 1.0));
     let (w, u, b, v) = (g.param(&m.w), g.param(&m.u), g.param(&m.b), g.param(&m.v));
     let mut chain = Vec::new();
@@ -56,16 +58,21 @@ fn instance(g: &mut Graph, m: &Model, i: usize, rng: &mut Lcg) -> Expr {
     if i % 2 == 1 {
         chain.reverse();
     }
-    let mut terms = vec![chain[0], chain[0], v, x];
+    let mut terms = vec![chain[0], chain[0], x];
+    if with_param {
+        terms.push(v);
+    }
     terms.extend(chain.iter().skip(1).take(i % 3));
     let s = g.sum(&terms).unwrap();
     let t = g.tanh(s).unwrap();
     g.sum_elems(t).unwrap()
 }
 
-fn build(g: &mut Graph, m: &Model) -> Expr {
+fn build(g: &mut Graph, m: &Model, with_param: bool) -> Expr {
     let mut rng = Lcg(11);
-    let losses: Vec<Expr> = (0..12).map(|i| instance(g, m, i, &mut rng)).collect();
+    let losses: Vec<Expr> = (0..12)
+        .map(|i| instance(g, m, i, &mut rng, with_param))
+        .collect();
     g.sum(&losses).unwrap()
 }
 
@@ -73,7 +80,28 @@ fn build(g: &mut Graph, m: &Model) -> Expr {
 fn many_argument_sums_equal_the_reference() {
     let mut store = ParamStore::new();
     let m = model(&mut store);
-    check_all(&mut store, |g| build(g, &m), "many-argument sums");
+    check_all(&mut store, |g| build(g, &m, true), "many-argument sums");
+}
+
+/// Sums whose terms are all batch outputs or inputs (several batches in
+/// one sum, in any order, a node twice) are added where the terms lie,
+/// forward and backward, and equal the reference.
+#[test]
+fn sums_added_in_place_equal_the_reference() {
+    let mut store = ParamStore::new();
+    let m = model(&mut store);
+    check_all(&mut store, |g| build(g, &m, false), "sums in place");
+    for strategy in [Strategy::Depth, Strategy::Agenda] {
+        let mut g = Graph::new();
+        let loss = build(&mut g, &m, false);
+        let mut exec = Executor::new(strategy);
+        exec.forward(&mut g, &store, loss).unwrap();
+        exec.backward(&mut g, &store, loss).unwrap();
+        // Every term of the 12 instances' sums (3 + i % 3 each) and the
+        // 12 losses.
+        let terms: usize = (0..12).map(|i| 3 + i % 3).sum::<usize>() + 12;
+        assert_eq!(exec.stats().summed_in_place, terms, "{strategy:?}");
+    }
 }
 
 /// A user's op of many terms (a weighted sum, `sum_j (j + 1) · x_j`) that
@@ -188,13 +216,17 @@ fn many_argument_sums_on_the_gpu_equal_the_cpu() {
     let Some(gpu) = common::gpu() else { return };
     let mut store = ParamStore::new();
     let m = model(&mut store);
-    check_runs(
-        &mut store,
-        |g| build(g, &m),
-        &[
-            Run::Device(Some(Strategy::Agenda), gpu),
-            Run::Device(Some(Strategy::Depth), gpu),
-        ],
-        "many-argument sums on the GPU",
-    );
+    // With the parameter among the terms (stacked as blocks) and
+    // without (added where they lie).
+    for with_param in [true, false] {
+        check_runs(
+            &mut store,
+            |g| build(g, &m, with_param),
+            &[
+                Run::Device(Some(Strategy::Agenda), gpu),
+                Run::Device(Some(Strategy::Depth), gpu),
+            ],
+            "many-argument sums on the GPU",
+        );
+    }
 }

@@ -69,8 +69,16 @@ fn function(p: &[Param], feeds: &Feeds) -> VertexFn {
 }
 
 /// Chains of calls, each on the previous output and a row picked at
-/// random; `fun` `None`: the inlined ops on the rows as inputs.
-fn loss(g: &mut Graph, p: &[Param], fun: Option<(&VertexFn, &Feeds)>) -> Result<Expr> {
+/// random, or (`in_order`) the calls at each depth reading consecutive
+/// rows in the order they are made (a batch of them reads a range of the
+/// table, as W5's pairs do); `fun` `None`: the inlined ops on the rows as
+/// inputs.
+fn loss(
+    g: &mut Graph,
+    p: &[Param],
+    fun: Option<(&VertexFn, &Feeds)>,
+    in_order: bool,
+) -> Result<Expr> {
     let (xs, qs) = tables();
     if let Some((_, feeds)) = fun {
         g.bind_feed(&feeds.x, xs.clone())?;
@@ -78,10 +86,16 @@ fn loss(g: &mut Graph, p: &[Param], fun: Option<(&VertexFn, &Feeds)>) -> Result<
     }
     let mut rng = Lcg(3);
     let mut terms = Vec::new();
+    // Calls made so far at each depth.
+    let mut made = [0; 5];
     for len in [1, 3, 2, 5, 4, 1, 2] {
         let mut h = g.input(tensor(&mut rng, &[H], 1.0));
-        for _ in 0..len {
-            let row = rng.below(ROWS as u64) as usize;
+        for (depth, made) in made.iter_mut().enumerate().take(len) {
+            let row = match in_order {
+                true => depth + *made,
+                false => rng.below(ROWS as u64) as usize,
+            };
+            *made += 1;
             h = match fun {
                 Some((fun, _)) => g.call_with_data(fun, &[h], row as u32)?,
                 None => {
@@ -106,11 +120,13 @@ fn feed_rows_equal_inputs_under_every_executor() {
     let plain = function(&p, &feeds);
     let split = plain.with_split_products();
     assert_eq!(plain.split_ops(), Some(plain.ops() - 1));
-    let (want, want_g) = loss_and_grads(&mut store, &p, None, |g| loss(g, &p, None));
-    for fun in [&plain, &split] {
-        every_executor_matches(&mut store, &p, (want, &want_g), |g| {
-            loss(g, &p, Some((fun, &feeds)))
-        });
+    for in_order in [false, true] {
+        let (want, want_g) = loss_and_grads(&mut store, &p, None, |g| loss(g, &p, None, in_order));
+        for fun in [&plain, &split] {
+            every_executor_matches(&mut store, &p, (want, &want_g), |g| {
+                loss(g, &p, Some((fun, &feeds)), in_order)
+            });
+        }
     }
 }
 

@@ -71,6 +71,9 @@ impl Op for SumList {
     fn grads_as_block(&self) -> bool {
         !self.mean
     }
+    fn sums_args(&self) -> bool {
+        !self.mean
+    }
     fn backward(&self, cx: &mut Backward<'_>) -> sheaf_tensor::Result<()> {
         if let Some(block) = cx.take_grad_block() {
             // Every term's gradient is dout: each row of the (unzeroed)

@@ -13,6 +13,23 @@ use crate::pool;
 /// The op of a call node: runs the template over a batch of calls.
 pub(super) struct CallOp(pub(super) Arc<Template>);
 
+/// A batch's rows of each feed ([`CallOp::feed_rows`]).
+#[derive(Default)]
+struct FeedRows {
+    rows: Vec<Tensor>,
+    /// Copies from the pool (given back after use), not views of the
+    /// tables.
+    gathered: bool,
+}
+
+/// Gives gathered feed rows back to the pool (views are just dropped: a
+/// view of a table must not become a pool buffer).
+fn give_feed_rows(feeds: FeedRows) {
+    if feeds.gathered {
+        feeds.rows.into_iter().for_each(pool::give);
+    }
+}
+
 /// A per-step seed from a call's seed: each op of F draws its own stream.
 pub(super) fn step_seed(seed: u64, step: usize) -> u64 {
     // SplitMix64's finaliser over the call's seed and the step.
@@ -34,29 +51,50 @@ fn alloc_zeroed(backend: &dyn Backend, b: usize, shape: Shape) -> sheaf_tensor::
 
 impl CallOp {
     /// Each feed's rows for the batch (`[b, ...row]`, row `data[k]` for
-    /// call `k`), gathered once for the forward or the backward of a
-    /// batch, however many steps read them (gather_rows checks every row
-    /// against the table's).
+    /// call `k`), once for the forward or the backward of a batch, however
+    /// many steps read them: a view of the table where the calls read
+    /// consecutive rows (a batch of calls made in the order of their rows,
+    /// as W5's pairs are), else gathered (gather_rows checks every row
+    /// against the table's). Give them back with [`give_feed_rows`].
     fn feed_rows(
         &self,
         backend: &dyn Backend,
         call_args: &[Tensor],
         data: &[u32],
         b: usize,
-    ) -> sheaf_tensor::Result<Vec<Tensor>> {
+    ) -> sheaf_tensor::Result<FeedRows> {
         let t = &self.0;
         if t.feeds.is_empty() {
-            return Ok(Vec::new());
+            return Ok(FeedRows::default());
+        }
+        let tables = &call_args[t.arg_shapes.len() + t.params.len()..];
+        let first = data.first().map_or(0, |&d| d as usize);
+        let consecutive = data.len() == b
+            && data
+                .iter()
+                .enumerate()
+                .all(|(k, &d)| d as usize == first + k);
+        let mut rows = Vec::with_capacity(t.feeds.len());
+        if consecutive {
+            for (feed, table) in t.feeds.iter().zip(tables) {
+                let shape = Shape::stack(b, feed.row())?;
+                rows.push(table.rows(first..first + b)?.reshape(shape)?);
+            }
+            return Ok(FeedRows {
+                rows,
+                gathered: false,
+            });
         }
         let ids = Tensor::from_slice(data, [data.len()])?.to_device(backend.device())?;
-        let tables = &call_args[t.arg_shapes.len() + t.params.len()..];
-        let mut all = Vec::with_capacity(t.feeds.len());
         for (feed, table) in t.feeds.iter().zip(tables) {
-            let mut rows = alloc(backend, b, feed.row())?;
-            backend.gather_rows(table, &ids, rows.view_mut()?)?;
-            all.push(rows);
+            let mut gathered = alloc(backend, b, feed.row())?;
+            backend.gather_rows(table, &ids, gathered.view_mut()?)?;
+            rows.push(gathered);
         }
-        Ok(all)
+        Ok(FeedRows {
+            rows,
+            gathered: true,
+        })
     }
 
     /// The `[b, ...]` (or shared) value of an inner argument; `feeds` the
@@ -271,7 +309,7 @@ impl CallOp {
                 continue;
             }
             for (&src, &role) in s.args.iter().zip(&s.roles) {
-                args.push(self.arg(be, call_args, &feeds, &values, src, role, b)?);
+                args.push(self.arg(be, call_args, &feeds.rows, &values, src, role, b)?);
             }
             for (k, &seed) in call_seeds.iter().enumerate() {
                 seeds[k] = step_seed(seed, j);
@@ -330,7 +368,7 @@ impl CallOp {
             }
             args.drain(..).for_each(pool::give);
         }
-        feeds.into_iter().for_each(pool::give);
+        give_feed_rows(feeds);
         debug_assert_eq!(keep.len() - start, t.keeps);
         Ok(())
     }
@@ -412,7 +450,7 @@ impl CallOp {
                 continue;
             }
             for (&src, &role) in s.args.iter().zip(&s.roles) {
-                args.push(self.arg(be, call_args, &feeds, &values, src, role, b)?);
+                args.push(self.arg(be, call_args, &feeds.rows, &values, src, role, b)?);
             }
             let inner_aux = match (s.aux, aux) {
                 (Some((r, shape)), Some(a)) => Some(region_view(a, t.regions[r], b, shape)?),
@@ -539,7 +577,7 @@ impl CallOp {
             pool::give(dstep);
         }
         grads.into_iter().flatten().for_each(pool::give);
-        feeds.into_iter().for_each(pool::give);
+        give_feed_rows(feeds);
         Ok(())
     }
 }
