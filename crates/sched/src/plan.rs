@@ -178,6 +178,13 @@ impl Planner {
             };
             let arity = g.args(first).len();
             let op = g.op(first);
+            if op.sums_args() {
+                // A sum adds its terms where they lie, whatever their
+                // order (`summed.rs`): its reads leave its producers in
+                // the order they were planned (for a graph's vertices'
+                // messages, the order they were made in).
+                continue;
+            }
             let len = batch.nodes.len() as u32;
             for j in (0..arity).rev() {
                 // A shared argument (a parameter's place) is one node for
@@ -402,9 +409,17 @@ impl Planner {
             .collect();
         let mut batches = Vec::new();
         while let Some(Reverse((_, _, s))) = heap.pop() {
-            let nodes = std::mem::take(&mut ready[s]);
+            let mut nodes = std::mem::take(&mut ready[s]);
             if nodes.is_empty() {
                 continue;
+            }
+            // In the order the nodes were made, as `Depth` plans them, not
+            // the order they became ready in (their producers' consumers,
+            // one after another): rows nobody reads in order (terms of
+            // sums, rows read at calls' data) then sit as the model made
+            // them, usually together.
+            if !nodes.is_sorted() {
+                nodes.sort_unstable();
             }
             let sig = g.plan_nodes()[nodes[0].index()].sig;
             let unbatchable = !g.signatures()[s].batchable;
