@@ -559,18 +559,26 @@ impl Executor {
         let _span = tracing::trace_span!("batch", op = name, size = b).entered();
         let err = batch_err(name, nodes);
         let out_shape = Shape::stack(b, node.shape()).map_err(&err)?;
+        let summed = self.sums_in_place(g, op.as_ref(), nodes);
+        let (args, sources, block) = match summed {
+            // A sum of rows of one buffer: added into `out` below.
+            Some(_) => (Vec::new(), Vec::new(), None),
+            None => {
+                let _span = tracing::trace_span!("gather").entered();
+                self.batch_args(g, op.as_ref(), nodes).map_err(&err)?
+            }
+        };
         // Forward overwrites `out` and `aux` (the `Op` contract).
         let mut out = self.arena.overwritten(out_shape).map_err(&err)?;
-        let summed = self.sums_in_place(g, op.as_ref(), nodes);
-        let (args, sources, block) = {
-            let _span = tracing::trace_span!("gather").entered();
-            match summed {
-                true => {
-                    let source = self.sum_in_place(g, nodes, &mut out).map_err(&err)?;
-                    (Vec::new(), vec![source], None)
+        let sources = match summed {
+            Some(buffer) => match self.sum_in_place(g, nodes, buffer, &mut out) {
+                Ok(source) => vec![source],
+                Err(e) => {
+                    self.arena.recycle(out);
+                    return Err(err(e));
                 }
-                false => self.batch_args(g, op.as_ref(), nodes).map_err(&err)?,
-            }
+            },
+            None => sources,
         };
         let arg_shapes: Vec<Shape> = g.args(first).iter().map(|&a| g.node(a).shape()).collect();
         let aux_shape = op.aux_shape(&node.shape(), &arg_shapes, node.attr());
@@ -585,7 +593,7 @@ impl Executor {
         let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
         let mut kept = Vec::new();
-        if !summed {
+        if summed.is_none() {
             let _span = tracing::trace_span!("kernel").entered();
             let t_op = Instant::now();
             let arena = &mut self.arena;

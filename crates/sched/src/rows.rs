@@ -27,7 +27,7 @@ fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
 #[derive(Default)]
 pub(crate) struct RowScratch {
     srcs: Vec<Tensor>,
-    pub(crate) of_buffer: FxHashMap<u32, u32>,
+    of_buffer: FxHashMap<u32, u32>,
     from: Vec<(u32, u32)>,
     to: Vec<u32>,
     /// Per source in `srcs`: its index in a [`RowsBack`]'s buffers

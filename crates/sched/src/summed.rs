@@ -1,12 +1,13 @@
 //! Sums added where their terms lie. A batch of an op whose value is the
-//! sum of its arguments ([`Op::sums_args`]: `Graph::sum`) adds each
-//! argument's row of its producer's output into the batch's output, one
-//! indexed add per producer buffer, instead of stacking every argument as
-//! a block (a copy of each term) and summing the block; backward adds the
-//! output's gradient rows into the producers' gradient rows the same way,
-//! instead of broadcasting it into a block and scatter-adding that. A
-//! model that sums messages per vertex (W5: each atom's pair terms) spent
-//! a tenth of a step stacking, summing and scattering the stacks.
+//! sum of its arguments ([`Op::sums_args`]: `Graph::sum`), all rows of one
+//! earlier batch's output (or of one leaf buffer), adds each argument's
+//! row into its sum's row in one indexed add, instead of stacking every
+//! argument as a block (a copy of each term) and summing the block;
+//! backward adds the output's gradient rows into the producer's gradient
+//! rows the same way, instead of broadcasting it into a block and
+//! scatter-adding that. A model that sums messages per vertex (W5: each
+//! atom's pair terms, one batch of pair calls) spent a tenth of a step
+//! stacking, summing and scattering the stacks.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,83 +26,69 @@ fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
 }
 
 impl Executor {
-    /// Whether the batch `nodes` of `op` is summed in place: the op sums
-    /// its arguments and every argument has a home (a batch output or an
-    /// input's leaf buffer; a parameter has none).
-    pub(crate) fn sums_in_place(&self, g: &Graph, op: &dyn Op, nodes: &[NodeId]) -> bool {
-        op.sums_args()
-            && nodes
-                .iter()
-                .flat_map(|&x| g.args(x))
-                .all(|a| self.homes[a.index()].is_some())
+    /// The one buffer every argument of the batch `nodes` of `op` lies in
+    /// (a batch output, or an input's leaf buffer), where the op sums its
+    /// arguments: the batch is then summed in place. Terms in several
+    /// buffers (or a parameter, which has no home) are stacked as before:
+    /// added in place they would need an add per argument position and
+    /// buffer to keep each sum's order (a GPU launch each).
+    pub(crate) fn sums_in_place(&self, g: &Graph, op: &dyn Op, nodes: &[NodeId]) -> Option<u32> {
+        if !op.sums_args() {
+            return None;
+        }
+        let buffer = self.homes[g.args(nodes[0]).first()?.index()]?.buffer;
+        nodes
+            .iter()
+            .flat_map(|&x| g.args(x))
+            .all(|a| self.homes[a.index()].is_some_and(|h| h.buffer == buffer))
+            .then_some(buffer)
     }
 
-    /// Writes into `out` (`[b, ...]`) the sum of each node's arguments
-    /// (checked by [`Executor::sums_in_place`]), added in argument order
-    /// per producer buffer; returns where backward sends the gradient.
+    /// Writes into `out` (`[b, ...]`) the sum of each node's arguments,
+    /// all rows of `buffer` ([`Executor::sums_in_place`]): one indexed add
+    /// over every node's arguments in turn, so each sum adds its terms in
+    /// order, as the op would (`copy_rows_at` adds in position order on
+    /// the CPU and in a GPU's deterministic mode), reading the terms in
+    /// the order the nodes were made (usually the order they lie in).
+    /// Returns where backward sends the gradient.
     pub(crate) fn sum_in_place(
         &mut self,
         g: &Graph,
         nodes: &[NodeId],
+        buffer: u32,
         out: &mut Tensor,
     ) -> sheaf_tensor::Result<Source> {
-        // Per producer buffer: its id, and each of its terms' row there
-        // and node's row here (in node order, each node's arguments in
-        // order: the same sums as one after another).
-        let mut sources: Vec<(u32, Vec<u32>, Vec<u32>)> = Vec::new();
-        let mut back = RowsBack::with_capacity(0);
-        // Per buffer: its index in `back.buffers` (`u32::MAX`: an input's
-        // leaf buffer, which takes no gradient).
-        let mut back_of: Vec<u32> = Vec::new();
-        let mut of_buffer = std::mem::take(&mut self.row_scratch.of_buffer);
-        of_buffer.clear();
-        let mut terms = 0;
+        let capacity = nodes.len() * g.args(nodes[0]).len();
+        let (mut from, mut to) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
         for (r, &x) in nodes.iter().enumerate() {
             for &a in g.args(x) {
-                let Some(h) = self.homes[a.index()] else {
-                    self.row_scratch.of_buffer = of_buffer;
-                    return Err(sheaf_tensor::TensorError::InvalidArgument {
+                let h =
+                    self.homes[a.index()].ok_or(sheaf_tensor::TensorError::InvalidArgument {
                         op: "sum",
                         arg: "args",
                         reason: "has an argument without a home (checked by sums_in_place)",
-                    });
-                };
-                let k = *of_buffer.entry(h.buffer).or_insert_with(|| {
-                    sources.push((h.buffer, Vec::new(), Vec::new()));
-                    back_of.push(match h.buffer & LEAF {
-                        0 => {
-                            back.buffers.push(h.buffer);
-                            back.buffers.len() as u32 - 1
-                        }
-                        _ => u32::MAX,
-                    });
-                    sources.len() as u32 - 1
-                });
-                let (_, from, to) = &mut sources[k as usize];
+                    })?;
                 from.push(h.row);
                 to.push(r as u32);
-                let kb = back_of[k as usize];
-                if kb != u32::MAX {
-                    back.rows.push(r as u32);
-                    back.to.push((kb, h.row));
-                }
-                terms += 1;
             }
         }
-        self.row_scratch.of_buffer = of_buffer;
         let start = Instant::now();
         let rows = out.num_rows();
         let mut dst = out.view_mut()?;
         self.backend.fill(0.0, dst.reborrow())?;
         let len = dst.numel() / rows.max(1);
-        let mut dst = dst.reshape([rows, len])?;
-        for (buffer, from, to) in &sources {
-            let src = as_matrix(self.buffer_of(*buffer))?;
-            self.backend
-                .copy_rows_at(&src, from, dst.reborrow(), to, true)?;
-        }
+        let src = as_matrix(self.buffer_of(buffer))?;
+        self.backend
+            .copy_rows_at(&src, &from, dst.reshape([rows, len])?, &to, true)?;
         self.moved += start.elapsed();
-        self.stats.summed_in_place += terms;
+        self.stats.summed_in_place += from.len();
+        // An input's leaf buffer takes no gradient.
+        let mut back = RowsBack::default();
+        if buffer & LEAF == 0 {
+            back.buffers.push(buffer);
+            back.to = from.into_iter().map(|row| (0, row)).collect();
+            back.rows = to;
+        }
         Ok(Source::Summed(Arc::new(back)))
     }
 }

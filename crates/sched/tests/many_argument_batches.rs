@@ -1,7 +1,7 @@
 //! Batches of many-argument nodes (a loss summed over every node of a
 //! tree) are stacked as one block, forward and backward (`block.rs`), or,
-//! for sums of batch outputs and inputs, added where the terms lie
-//! (`summed.rs`). They
+//! for sums of rows of one batch's output (or of inputs), added where the
+//! terms lie (`summed.rs`). They
 //! must equal the unbatched reference on every node value and gradient and
 //! every parameter gradient, whatever the terms are: results of different
 //! batches, at different depths, in any order, the same node twice in one
@@ -80,27 +80,113 @@ fn build(g: &mut Graph, m: &Model, with_param: bool) -> Expr {
 fn many_argument_sums_equal_the_reference() {
     let mut store = ParamStore::new();
     let m = model(&mut store);
-    check_all(&mut store, |g| build(g, &m, true), "many-argument sums");
+    for with_param in [true, false] {
+        check_all(
+            &mut store,
+            |g| build(g, &m, with_param),
+            "many-argument sums",
+        );
+    }
 }
 
-/// Sums whose terms are all batch outputs or inputs (several batches in
-/// one sum, in any order, a node twice) are added where the terms lie,
-/// forward and backward, and equal the reference.
+/// Sums whose terms all lie in one batch's output (the first steps of
+/// several chains, in any order, one of them twice) or are all inputs,
+/// and the sum of the losses: added where the terms lie (`summed.rs`).
+fn build_in_place(g: &mut Graph, m: &Model) -> Expr {
+    let mut rng = Lcg(13);
+    let (w, b) = (g.param(&m.w), g.param(&m.b));
+    let xs: Vec<Expr> = (0..12)
+        .map(|_| g.input(tensor(&mut rng, &[D], 1.0)))
+        .collect();
+    let first: Vec<Expr> = xs
+        .iter()
+        .map(|&x| {
+            let a = g.affine(b, &[(w, x)]).unwrap();
+            g.tanh(a).unwrap()
+        })
+        .collect();
+    let losses: Vec<Expr> = (0..12)
+        .map(|i| {
+            let mut terms = vec![first[i], first[(i + 5) % 12], first[i]];
+            terms.extend((0..i % 3).map(|k| first[(i + 7 * k + 1) % 12]));
+            let s = g.sum(&terms).unwrap();
+            let inputs = g.sum(&[xs[(i + 1) % 12], xs[i]]).unwrap();
+            let both = g.add(s, inputs).unwrap();
+            let t = g.tanh(both).unwrap();
+            g.sum_elems(t).unwrap()
+        })
+        .collect();
+    g.sum(&losses).unwrap()
+}
+
 #[test]
 fn sums_added_in_place_equal_the_reference() {
     let mut store = ParamStore::new();
     let m = model(&mut store);
-    check_all(&mut store, |g| build(g, &m, false), "sums in place");
+    check_all(&mut store, |g| build_in_place(g, &m), "sums in place");
     for strategy in [Strategy::Depth, Strategy::Agenda] {
         let mut g = Graph::new();
-        let loss = build(&mut g, &m, false);
+        let loss = build_in_place(&mut g, &m);
         let mut exec = Executor::new(strategy);
         exec.forward(&mut g, &store, loss).unwrap();
         exec.backward(&mut g, &store, loss).unwrap();
-        // Every term of the 12 instances' sums (3 + i % 3 each) and the
-        // 12 losses.
-        let terms: usize = (0..12).map(|i| 3 + i % 3).sum::<usize>() + 12;
+        // The first steps' sums (3 + i % 3 terms), the inputs' (2), the
+        // losses' (12).
+        let terms: usize = (0..12).map(|i| 3 + i % 3 + 2).sum::<usize>() + 12;
         assert_eq!(exec.stats().summed_in_place, terms, "{strategy:?}");
+    }
+    // Terms from several batches (and inputs) are stacked instead: only
+    // the losses' sum (its terms one batch) is added in place.
+    let mut g = Graph::new();
+    let loss = build(&mut g, &m, false);
+    let mut exec = Executor::new(Strategy::Agenda);
+    exec.forward(&mut g, &store, loss).unwrap();
+    assert_eq!(exec.stats().summed_in_place, 12, "{}", exec.stats());
+}
+
+/// A sum in place adds each sum's terms in argument order, as the op
+/// does: terms of very different sizes (where the order shows in the
+/// bits) give every sum bit for bit what the sequential executor gives.
+#[test]
+fn sums_in_place_add_in_argument_order() {
+    let values = [1e8f32, 1.0, -1e8, 1.0, 3e-8, -1.0];
+    let build = |g: &mut Graph| {
+        let xs: Vec<Expr> = values
+            .iter()
+            .map(|&v| g.input(sheaf_tensor::Tensor::from_vec(vec![v; D], [D]).unwrap()))
+            .collect();
+        // Sums of 4 terms, each a rotation of the inputs: one batch.
+        let sums: Vec<Expr> = (0..values.len())
+            .map(|r| {
+                let terms: Vec<Expr> = (0..4).map(|k| xs[(r + k) % xs.len()]).collect();
+                g.sum(&terms).unwrap()
+            })
+            .collect();
+        let each: Vec<Expr> = sums.iter().map(|&s| g.sum_elems(s).unwrap()).collect();
+        (sums, g.sum(&each).unwrap())
+    };
+    let store = ParamStore::new();
+    let values_of = |g: &Graph, sums: &[Expr]| -> Vec<Vec<f32>> {
+        sums.iter()
+            .map(|&s| g.value(s).unwrap().to_vec::<f32>().unwrap())
+            .collect()
+    };
+    let mut g = Graph::new();
+    let (sums, loss) = build(&mut g);
+    sheaf_autodiff::Sequential::new()
+        .forward(&mut g, &store, loss)
+        .unwrap();
+    let reference = values_of(&g, &sums);
+    for strategy in [Strategy::Sequential, Strategy::Depth, Strategy::Agenda] {
+        let mut g = Graph::new();
+        let (sums, loss) = build(&mut g);
+        let mut exec = Executor::new(strategy);
+        exec.forward(&mut g, &store, loss).unwrap();
+        assert!(
+            exec.stats().summed_in_place >= 4 * values.len(),
+            "{strategy:?}"
+        );
+        assert_eq!(values_of(&g, &sums), reference, "{strategy:?}");
     }
 }
 
@@ -216,17 +302,22 @@ fn many_argument_sums_on_the_gpu_equal_the_cpu() {
     let Some(gpu) = common::gpu() else { return };
     let mut store = ParamStore::new();
     let m = model(&mut store);
-    // With the parameter among the terms (stacked as blocks) and
-    // without (added where they lie).
-    for with_param in [true, false] {
-        check_runs(
-            &mut store,
-            |g| build(g, &m, with_param),
-            &[
-                Run::Device(Some(Strategy::Agenda), gpu),
-                Run::Device(Some(Strategy::Depth), gpu),
-            ],
-            "many-argument sums on the GPU",
-        );
-    }
+    // Terms from several batches and a parameter (stacked as blocks), and
+    // terms from one batch (added where they lie).
+    let runs = [
+        Run::Device(Some(Strategy::Agenda), gpu),
+        Run::Device(Some(Strategy::Depth), gpu),
+    ];
+    check_runs(
+        &mut store,
+        |g| build(g, &m, true),
+        &runs,
+        "many-argument sums on the GPU",
+    );
+    check_runs(
+        &mut store,
+        |g| build_in_place(g, &m),
+        &runs,
+        "sums in place on the GPU",
+    );
 }

@@ -112,6 +112,33 @@ fn loss(
     g.sum(&terms)
 }
 
+/// One call per row, in row order, each on an input of its own: one
+/// batch of calls reading the whole table in order (a view of it).
+fn loss_flat(g: &mut Graph, p: &[Param], fun: Option<(&VertexFn, &Feeds)>) -> Result<Expr> {
+    let (xs, qs) = tables();
+    if let Some((_, feeds)) = fun {
+        g.bind_feed(&feeds.x, xs.clone())?;
+        g.bind_feed(&feeds.q, qs.clone())?;
+    }
+    let mut rng = Lcg(4);
+    let mut terms = Vec::new();
+    for row in 0..ROWS {
+        let h = g.input(tensor(&mut rng, &[H], 1.0));
+        let y = match fun {
+            Some((fun, _)) => g.call_with_data(fun, &[h], row as u32)?,
+            None => {
+                let x = g.input(xs.row(row).unwrap());
+                let q = g.input(qs.row(row).unwrap());
+                f(g, p, h, x, q)?[0]
+            }
+        };
+        let c = g.input(tensor(&mut rng, &[H], 1.0));
+        let weighted = g.cmult(y, c)?;
+        terms.push(g.sum_elems(weighted)?);
+    }
+    g.sum(&terms)
+}
+
 #[test]
 fn feed_rows_equal_inputs_under_every_executor() {
     let mut store = ParamStore::new();
@@ -127,6 +154,12 @@ fn feed_rows_equal_inputs_under_every_executor() {
                 loss(g, &p, Some((fun, &feeds)), in_order)
             });
         }
+    }
+    let (want, want_g) = loss_and_grads(&mut store, &p, None, |g| loss_flat(g, &p, None));
+    for fun in [&plain, &split] {
+        every_executor_matches(&mut store, &p, (want, &want_g), |g| {
+            loss_flat(g, &p, Some((fun, &feeds)))
+        });
     }
 }
 
