@@ -119,15 +119,29 @@ fn time_hand(
     time_updates(warm, timed, |chunk| hand.step(&mut store, chunk).map(drop))
 }
 
+/// One vertex form's speed against the hand-batched step, per round of
+/// [`paired_ratios`]: the median and the range.
+struct Paired {
+    median: f64,
+    low: f64,
+    high: f64,
+}
+
+impl std::fmt::Display for Paired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.3} ({:.3}-{:.3})", self.median, self.low, self.high)
+    }
+}
+
 /// The vertex forms' speed against the hand-batched step with the three
-/// timed in turn ([`interleaved`]): per form the median of the rounds'
-/// ratios, and their range.
+/// timed in turn ([`interleaved`]): per form (depth, agenda) the median
+/// of the rounds' ratios, and their range.
 fn paired_ratios(
     atom_in: usize,
     warm: &[Molecule],
     timed: &[Molecule],
     rounds: usize,
-) -> Result<String, String> {
+) -> Result<[Paired; 2], String> {
     let (mut hs, mut ds, mut as_) = (ParamStore::new(), ParamStore::new(), ParamStore::new());
     let mut hand = w5_hand::model(&mut hs, atom_in, 1)?;
     let mut depth = vertex_model(&mut ds, atom_in, Strategy::Depth, 1)?;
@@ -155,16 +169,16 @@ fn paired_ratios(
             .zip(&secs[form])
             .map(|(h, v)| h / v)
             .collect();
-        let (lo, hi) = r
+        let (low, high) = r
             .iter()
             .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-        format!("{:.3} ({lo:.3}-{hi:.3})", median(&r))
+        Paired {
+            median: median(&r),
+            low,
+            high,
+        }
     };
-    Ok(format!(
-        "depth+vf/hand {}, agenda+vf/hand {}",
-        ratio(1),
-        ratio(2)
-    ))
+    Ok([ratio(1), ratio(2)])
 }
 
 /// What every row of a run shares.
@@ -343,9 +357,31 @@ fn run(args: Args) -> Result<(), String> {
             of("agenda+vf", "agenda"),
         );
         let rounds = if args.quick { 3 } else { 7 };
-        let paired = with_threads(threads, || paired_ratios(atom_in, warm, timed, rounds))
+        let [depth, agenda] = with_threads(threads, || paired_ratios(atom_in, warm, timed, rounds))
             .map_err(|e| format!("interleaved runs at {threads} thread(s): {e}"))?;
-        println!("  interleaved ({rounds} rounds, each update by each form in turn): {paired}");
+        println!(
+            "  interleaved ({rounds} rounds, each update by each form in turn): depth+vf/hand {depth}, agenda+vf/hand {agenda}"
+        );
+        // The steadier figure of the two (forms a second apart differ by
+        // this host's drift), recorded beside the throughputs.
+        for (name, p) in [("depth", depth), ("agenda", agenda)] {
+            report.add(
+                "W5",
+                name,
+                threads,
+                BATCH,
+                "ratio_to_hand",
+                p.median,
+                "x",
+                peak,
+                None,
+                &format!(
+                    "vertex form's speed over the hand-batched step's, median of {rounds} interleaved rounds (range {:.3}-{:.3})",
+                    p.low, p.high
+                ),
+            );
+            report.set_variant("vertex");
+        }
     }
     let path = args.out.unwrap_or_else(default_results_path);
     report
