@@ -559,26 +559,30 @@ impl Executor {
         let _span = tracing::trace_span!("batch", op = name, size = b).entered();
         let err = batch_err(name, nodes);
         let out_shape = Shape::stack(b, node.shape()).map_err(&err)?;
-        let summed = self.sums_in_place(g, op.as_ref(), nodes);
-        let (args, sources, block) = match summed {
-            // A sum of rows of one buffer: added into `out` below.
-            Some(_) => (Vec::new(), Vec::new(), None),
-            None => {
-                let _span = tracing::trace_span!("gather").entered();
-                self.batch_args(g, op.as_ref(), nodes).map_err(&err)?
-            }
-        };
-        // Forward overwrites `out` and `aux` (the `Op` contract).
-        let mut out = self.arena.overwritten(out_shape).map_err(&err)?;
-        let sources = match summed {
-            Some(buffer) => match self.sum_in_place(g, nodes, buffer, &mut out) {
-                Ok(source) => vec![source],
-                Err(e) => {
-                    self.arena.recycle(out);
-                    return Err(err(e));
+        // A sum of rows of one buffer is added into `out` where they lie;
+        // anything else stacks its arguments first.
+        let summed = self.sum_rows(g, op.as_ref(), nodes);
+        let in_place = summed.is_some();
+        let (args, sources, block, mut out) = match summed {
+            Some(rows) => {
+                let mut out = self.arena.overwritten(out_shape).map_err(&err)?;
+                match self.sum_in_place(rows, &mut out) {
+                    Ok(source) => (Vec::new(), vec![source], None, out),
+                    Err(e) => {
+                        self.arena.recycle(out);
+                        return Err(err(e));
+                    }
                 }
-            },
-            None => sources,
+            }
+            None => {
+                let (args, sources, block) = {
+                    let _span = tracing::trace_span!("gather").entered();
+                    self.batch_args(g, op.as_ref(), nodes).map_err(&err)?
+                };
+                // Forward overwrites `out` and `aux` (the `Op` contract).
+                let out = self.arena.overwritten(out_shape).map_err(&err)?;
+                (args, sources, block, out)
+            }
         };
         let arg_shapes: Vec<Shape> = g.args(first).iter().map(|&a| g.node(a).shape()).collect();
         let aux_shape = op.aux_shape(&node.shape(), &arg_shapes, node.attr());
@@ -593,7 +597,7 @@ impl Executor {
         let data: Vec<u32> = nodes.iter().map(|&x| g.node(x).data()).collect();
         let seeds: Vec<u64> = nodes.iter().map(|&x| g.node_seed(x)).collect();
         let mut kept = Vec::new();
-        if summed.is_none() {
+        if !in_place {
             let _span = tracing::trace_span!("kernel").entered();
             let t_op = Instant::now();
             let arena = &mut self.arena;

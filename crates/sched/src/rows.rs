@@ -15,7 +15,7 @@ use crate::exec::{batch_err, Executor};
 use crate::leaves::LEAF;
 
 /// `[rows, row_len]`: every tensor seen as a matrix of its rows.
-fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
+pub(crate) fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
     let rows = t.num_rows();
     t.reshape([rows, t.numel() / rows.max(1)])
 }

@@ -17,69 +17,62 @@ use sheaf_tensor::Tensor;
 
 use crate::exec::{Executor, Source};
 use crate::leaves::LEAF;
-use crate::rows::RowsBack;
+use crate::rows::{as_matrix, RowsBack};
 
-/// `[rows, row_len]`: a buffer seen as the matrix of its rows.
-fn as_matrix(t: &Tensor) -> sheaf_tensor::Result<Tensor> {
-    let rows = t.num_rows();
-    t.reshape([rows, t.numel() / rows.max(1)])
+/// A batch of sums whose terms all lie in one buffer: the buffer, and per
+/// term (node by node, each node's arguments in order) its row there and
+/// its sum's row in the batch.
+pub(crate) struct SumRows {
+    buffer: u32,
+    from: Vec<u32>,
+    to: Vec<u32>,
 }
 
 impl Executor {
-    /// The one buffer every argument of the batch `nodes` of `op` lies in
-    /// (a batch output, or an input's leaf buffer), where the op sums its
-    /// arguments: the batch is then summed in place. Terms in several
-    /// buffers (or a parameter, which has no home) are stacked as before:
-    /// added in place they would need an add per argument position and
-    /// buffer to keep each sum's order (a GPU launch each).
-    pub(crate) fn sums_in_place(&self, g: &Graph, op: &dyn Op, nodes: &[NodeId]) -> Option<u32> {
+    /// Where the terms of the batch `nodes` of `op` lie, if the op sums its
+    /// arguments and they all lie in one buffer (a batch output, or an
+    /// input's leaf buffer): the batch is then summed in place. Terms in
+    /// several buffers (or a parameter, which has no home) are stacked as
+    /// before: added in place they would need an add per argument
+    /// position and buffer to keep each sum's order (a GPU launch each).
+    pub(crate) fn sum_rows(&self, g: &Graph, op: &dyn Op, nodes: &[NodeId]) -> Option<SumRows> {
         if !op.sums_args() {
             return None;
         }
         let buffer = self.homes[g.args(nodes[0]).first()?.index()]?.buffer;
-        nodes
-            .iter()
-            .flat_map(|&x| g.args(x))
-            .all(|a| self.homes[a.index()].is_some_and(|h| h.buffer == buffer))
-            .then_some(buffer)
-    }
-
-    /// Writes into `out` (`[b, ...]`) the sum of each node's arguments,
-    /// all rows of `buffer` ([`Executor::sums_in_place`]): one indexed add
-    /// over every node's arguments in turn, so each sum adds its terms in
-    /// order, as the op would (`copy_rows_at` adds in position order on
-    /// the CPU and in a GPU's deterministic mode), reading the terms in
-    /// the order the nodes were made (usually the order they lie in).
-    /// Returns where backward sends the gradient.
-    pub(crate) fn sum_in_place(
-        &mut self,
-        g: &Graph,
-        nodes: &[NodeId],
-        buffer: u32,
-        out: &mut Tensor,
-    ) -> sheaf_tensor::Result<Source> {
         let capacity = nodes.len() * g.args(nodes[0]).len();
         let (mut from, mut to) = (Vec::with_capacity(capacity), Vec::with_capacity(capacity));
         for (r, &x) in nodes.iter().enumerate() {
             for &a in g.args(x) {
-                let h =
-                    self.homes[a.index()].ok_or(sheaf_tensor::TensorError::InvalidArgument {
-                        op: "sum",
-                        arg: "args",
-                        reason: "has an argument without a home (checked by sums_in_place)",
-                    })?;
+                let h = self.homes[a.index()].filter(|h| h.buffer == buffer)?;
                 from.push(h.row);
                 to.push(r as u32);
             }
         }
+        Some(SumRows { buffer, from, to })
+    }
+
+    /// Writes into `out` (`[b, ...]`) the sum of each node's terms found
+    /// by [`Executor::sum_rows`]: one indexed add over every node's
+    /// arguments in turn, so each sum adds its terms in order, as the op
+    /// would (`copy_rows_at` adds in position order on the CPU and in a
+    /// GPU's deterministic mode), reading the terms in the order the
+    /// nodes were made (usually the order they lie in). Returns where
+    /// backward sends the gradient.
+    pub(crate) fn sum_in_place(
+        &mut self,
+        rows: SumRows,
+        out: &mut Tensor,
+    ) -> sheaf_tensor::Result<Source> {
+        let SumRows { buffer, from, to } = rows;
         let start = Instant::now();
-        let rows = out.num_rows();
+        let n = out.num_rows();
         let mut dst = out.view_mut()?;
         self.backend.fill(0.0, dst.reborrow())?;
-        let len = dst.numel() / rows.max(1);
+        let len = dst.numel() / n.max(1);
         let src = as_matrix(self.buffer_of(buffer))?;
         self.backend
-            .copy_rows_at(&src, &from, dst.reshape([rows, len])?, &to, true)?;
+            .copy_rows_at(&src, &from, dst.reshape([n, len])?, &to, true)?;
         self.moved += start.elapsed();
         self.stats.summed_in_place += from.len();
         // An input's leaf buffer takes no gradient.

@@ -119,29 +119,37 @@ fn build_in_place(g: &mut Graph, m: &Model) -> Expr {
     g.sum(&losses).unwrap()
 }
 
+/// The terms a forward and backward of `build`'s graph with `strategy`
+/// added in place.
+fn summed_in_place(
+    store: &ParamStore,
+    strategy: Strategy,
+    build: impl Fn(&mut Graph) -> Expr,
+) -> usize {
+    let mut g = Graph::new();
+    let loss = build(&mut g);
+    let mut exec = Executor::new(strategy);
+    exec.forward(&mut g, store, loss).unwrap();
+    exec.backward(&mut g, store, loss).unwrap();
+    exec.stats().summed_in_place
+}
+
 #[test]
 fn sums_added_in_place_equal_the_reference() {
     let mut store = ParamStore::new();
     let m = model(&mut store);
     check_all(&mut store, |g| build_in_place(g, &m), "sums in place");
+    // The first steps' sums (3 + i % 3 terms), the inputs' (2), the
+    // losses' (12).
+    let terms: usize = (0..12).map(|i| 3 + i % 3 + 2).sum::<usize>() + 12;
     for strategy in [Strategy::Depth, Strategy::Agenda] {
-        let mut g = Graph::new();
-        let loss = build_in_place(&mut g, &m);
-        let mut exec = Executor::new(strategy);
-        exec.forward(&mut g, &store, loss).unwrap();
-        exec.backward(&mut g, &store, loss).unwrap();
-        // The first steps' sums (3 + i % 3 terms), the inputs' (2), the
-        // losses' (12).
-        let terms: usize = (0..12).map(|i| 3 + i % 3 + 2).sum::<usize>() + 12;
-        assert_eq!(exec.stats().summed_in_place, terms, "{strategy:?}");
+        let summed = summed_in_place(&store, strategy, |g| build_in_place(g, &m));
+        assert_eq!(summed, terms, "{strategy:?}");
     }
-    // Terms from several batches (and inputs) are stacked instead: only
-    // the losses' sum (its terms one batch) is added in place.
-    let mut g = Graph::new();
-    let loss = build(&mut g, &m, false);
-    let mut exec = Executor::new(Strategy::Agenda);
-    exec.forward(&mut g, &store, loss).unwrap();
-    assert_eq!(exec.stats().summed_in_place, 12, "{}", exec.stats());
+    // Terms from several batches (and inputs) are stacked instead: under
+    // Agenda only the losses' sum (its terms one batch) is added in place.
+    let summed = summed_in_place(&store, Strategy::Agenda, |g| build(g, &m, false));
+    assert_eq!(summed, 12);
 }
 
 /// A sum in place adds each sum's terms in argument order, as the op

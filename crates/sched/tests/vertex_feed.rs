@@ -68,6 +68,43 @@ fn function(p: &[Param], feeds: &Feeds) -> VertexFn {
     .unwrap()
 }
 
+/// The feeds' tables, bound to `g` where calls read them.
+fn bind(g: &mut Graph, fun: Option<(&VertexFn, &Feeds)>) -> Result<(Tensor, Tensor)> {
+    let (xs, qs) = tables();
+    if let Some((_, feeds)) = fun {
+        g.bind_feed(&feeds.x, xs.clone())?;
+        g.bind_feed(&feeds.q, qs.clone())?;
+    }
+    Ok((xs, qs))
+}
+
+/// `F(h)` on row `row`: a call reading the feeds' row, or (`fun` `None`)
+/// the inlined ops on the row as inputs.
+fn apply(
+    g: &mut Graph,
+    p: &[Param],
+    fun: Option<(&VertexFn, &Feeds)>,
+    (xs, qs): &(Tensor, Tensor),
+    h: Expr,
+    row: usize,
+) -> Result<Expr> {
+    match fun {
+        Some((fun, _)) => g.call_with_data(fun, &[h], row as u32),
+        None => {
+            let x = g.input(xs.row(row).unwrap());
+            let q = g.input(qs.row(row).unwrap());
+            Ok(f(g, p, h, x, q)?[0])
+        }
+    }
+}
+
+/// A loss term reading every element of `y`: `sum(y * c)`, `c` random.
+fn term(g: &mut Graph, rng: &mut Lcg, y: Expr) -> Result<Expr> {
+    let c = g.input(tensor(rng, &[H], 1.0));
+    let weighted = g.cmult(y, c)?;
+    g.sum_elems(weighted)
+}
+
 /// Chains of calls, each on the previous output and a row picked at
 /// random, or (`in_order`) the calls at each depth reading consecutive
 /// rows in the order they are made (a batch of them reads a range of the
@@ -79,11 +116,7 @@ fn loss(
     fun: Option<(&VertexFn, &Feeds)>,
     in_order: bool,
 ) -> Result<Expr> {
-    let (xs, qs) = tables();
-    if let Some((_, feeds)) = fun {
-        g.bind_feed(&feeds.x, xs.clone())?;
-        g.bind_feed(&feeds.q, qs.clone())?;
-    }
+    let tables = bind(g, fun)?;
     let mut rng = Lcg(3);
     let mut terms = Vec::new();
     // Calls made so far at each depth.
@@ -96,17 +129,8 @@ fn loss(
                 false => rng.below(ROWS as u64) as usize,
             };
             *made += 1;
-            h = match fun {
-                Some((fun, _)) => g.call_with_data(fun, &[h], row as u32)?,
-                None => {
-                    let x = g.input(xs.row(row).unwrap());
-                    let q = g.input(qs.row(row).unwrap());
-                    f(g, p, h, x, q)?[0]
-                }
-            };
-            let c = g.input(tensor(&mut rng, &[H], 1.0));
-            let weighted = g.cmult(h, c)?;
-            terms.push(g.sum_elems(weighted)?);
+            h = apply(g, p, fun, &tables, h, row)?;
+            terms.push(term(g, &mut rng, h)?);
         }
     }
     g.sum(&terms)
@@ -115,26 +139,13 @@ fn loss(
 /// One call per row, in row order, each on an input of its own: one
 /// batch of calls reading the whole table in order (a view of it).
 fn loss_flat(g: &mut Graph, p: &[Param], fun: Option<(&VertexFn, &Feeds)>) -> Result<Expr> {
-    let (xs, qs) = tables();
-    if let Some((_, feeds)) = fun {
-        g.bind_feed(&feeds.x, xs.clone())?;
-        g.bind_feed(&feeds.q, qs.clone())?;
-    }
+    let tables = bind(g, fun)?;
     let mut rng = Lcg(4);
     let mut terms = Vec::new();
     for row in 0..ROWS {
         let h = g.input(tensor(&mut rng, &[H], 1.0));
-        let y = match fun {
-            Some((fun, _)) => g.call_with_data(fun, &[h], row as u32)?,
-            None => {
-                let x = g.input(xs.row(row).unwrap());
-                let q = g.input(qs.row(row).unwrap());
-                f(g, p, h, x, q)?[0]
-            }
-        };
-        let c = g.input(tensor(&mut rng, &[H], 1.0));
-        let weighted = g.cmult(y, c)?;
-        terms.push(g.sum_elems(weighted)?);
+        let y = apply(g, p, fun, &tables, h, row)?;
+        terms.push(term(g, &mut rng, y)?);
     }
     g.sum(&terms)
 }
